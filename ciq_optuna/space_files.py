@@ -1,0 +1,62 @@
+"""Where compiler space files live, and which one fits an installed compiler.
+
+Files are named ``<compiler>-<CUDA major.minor>.toml``. They are searched in the directories
+of ``$CIQ_OPTUNA_SPACES`` (os.pathsep-separated), then in the copy installed with the package,
+then in the repository's ``spaces/`` (editable installs).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ciq_optuna.compiler_space import CompilerSpace
+from ciq_optuna.errors import CiqError
+
+_FILE_RE = re.compile(r"^(?P<compiler>[a-z0-9_]+)-(?P<cuda>\d+\.\d+)\.toml$")
+
+
+@dataclass(frozen=True)
+class SpaceFile:
+    compiler: str
+    cuda: str
+    path: Path
+
+
+def space_dirs() -> list[Path]:
+    """Directories searched for space files, first match wins."""
+    dirs = [Path(p) for p in os.environ.get("CIQ_OPTUNA_SPACES", "").split(os.pathsep) if p]
+    here = Path(__file__).resolve().parent
+    dirs += [here / "_spaces", here.parent / "spaces"]
+    return [d for d in dirs if d.is_dir()]
+
+
+def available_spaces() -> list[SpaceFile]:
+    """Every space file found, one per (compiler, CUDA release), sorted."""
+    found: dict[tuple[str, str], SpaceFile] = {}
+    for d in space_dirs():
+        for path in sorted(d.glob("*.toml")):
+            m = _FILE_RE.match(path.name)
+            if m:
+                found.setdefault((m["compiler"], m["cuda"]), SpaceFile(m["compiler"], m["cuda"], path))
+    return sorted(found.values(), key=lambda f: (f.compiler, tuple(map(int, f.cuda.split(".")))))
+
+
+def find_space(compiler: str, cuda: str) -> Path:
+    """The space file for ``compiler`` at CUDA release ``cuda`` ("13.0"); CiqError listing what exists."""
+    release = ".".join(cuda.split(".")[:2])
+    for f in available_spaces():
+        if f.compiler == compiler and f.cuda == release:
+            return f.path
+    have = ", ".join(f"{f.compiler} {f.cuda}" for f in available_spaces()) or "none"
+    raise CiqError(
+        f"no search space for {compiler} {release} (available: {have}); "
+        f"pass --space FILE or add spaces/{compiler}-{release}.toml"
+    )
+
+
+def load_space(compiler: str, cuda: str) -> CompilerSpace:
+    """Load the space file matching a compiler release."""
+    return CompilerSpace.load(find_space(compiler, cuda))
