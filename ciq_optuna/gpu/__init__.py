@@ -14,7 +14,6 @@ from ciq_optuna.gpu.errors import (
     MeasurementError,
 )
 from ciq_optuna.gpu.harness import KernelLaunch, TimingOptions, evaluate, metrics_from
-from ciq_optuna.gpu.isolate import run_isolated
 from ciq_optuna.gpu.objective import RuntimeObjective
 from ciq_optuna.gpu.stats import Measurement, StoppingRule, Summary, measure_interleaved, summarize
 
@@ -35,6 +34,5 @@ __all__ = [
     "evaluate",
     "measure_interleaved",
     "metrics_from",
-    "run_isolated",
     "summarize",
 ]

@@ -1,7 +1,7 @@
 """Runtime objective: time (and energy) of a compiled cubin against the baseline, isolated.
 
-The compile objective calls ``measure(cubin_path) -> dict[str, float]`` after a successful
-compile; a failure raises a :class:`~ciq_optuna.errors.CiqError` subclass whose message is the
+The compile objective calls ``measure(cubin_path, candidate) -> dict[str, float]`` after a
+successful compile (``candidate`` is optional here and unused); a failure raises a :class:`~ciq_optuna.errors.CiqError` subclass whose message is the
 trial's one-line reason. The raw samples of the last call are in :attr:`RuntimeObjective.last_result`
 and, in trial-attribute form, :meth:`RuntimeObjective.user_attrs`.
 """
@@ -12,9 +12,33 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ciq_optuna.gpu.errors import (
+    CorrectnessError,
+    EvaluationCrashed,
+    GpuUnavailableError,
+    LaunchError,
+    MeasurementError,
+)
 from ciq_optuna.gpu.harness import KernelLaunch, TimingOptions, evaluate, metrics_from
-from ciq_optuna.gpu.isolate import run_isolated
 from ciq_optuna.gpu.stats import StoppingRule
+from ciq_optuna.isolation import IsolatedFailure, run_isolated
+
+_KNOWN = {c.__name__: c for c in (CorrectnessError, LaunchError, MeasurementError, GpuUnavailableError)}
+
+
+def translate_failure(exc: IsolatedFailure) -> Exception:
+    """The error an isolated evaluation raised, with its type restored when it is one of ours.
+
+    ``ciq_optuna.isolation`` reports ``raised CorrectnessError: wrong result: ...``; the trial's
+    reason is then the original message, and a crash or a timeout becomes
+    :class:`EvaluationCrashed` (``evaluation crashed with signal 11 (SIGSEGV)``).
+    """
+    text = str(exc)
+    if exc.kind == "exception" and text.startswith("raised "):
+        name, _, message = text[len("raised ") :].partition(": ")
+        if name in _KNOWN and message:
+            return _KNOWN[name](message)
+    return EvaluationCrashed(f"evaluation {text}")
 
 
 class RuntimeObjective:
@@ -65,15 +89,18 @@ class RuntimeObjective:
         self.last_result = None
         cand = None if cubin_path is None else str(cubin_path)
         if self.isolate:
-            result = run_isolated(
-                evaluate, self.launch, str(self.baseline_cubin), cand, self.options, timeout=self.timeout
-            )
+            try:
+                result = run_isolated(
+                    evaluate, self.launch, str(self.baseline_cubin), cand, self.options, timeout=self.timeout
+                )
+            except IsolatedFailure as exc:
+                raise translate_failure(exc) from None
         else:
             result = evaluate(self.launch, str(self.baseline_cubin), cand, self.options)
         self.last_result = result
         return result
 
-    def __call__(self, cubin_path: str | os.PathLike) -> dict[str, float]:
+    def __call__(self, cubin_path: str | os.PathLike, candidate: Any = None) -> dict[str, float]:
         """Metric name -> value for ``cubin_path``; raises a ``CiqError`` subclass on failure."""
         return metrics_from(self.evaluate(cubin_path))
 
