@@ -1,0 +1,1 @@
+"""CompileIQ-compatible search spaces: the DSL (``base``) and the compiler spaces (``compilers``)."""

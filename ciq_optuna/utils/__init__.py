@@ -1,0 +1,1 @@
+"""CompileIQ-compatible helpers (``helpers``) and GPU utilities (``gpu``)."""
