@@ -22,6 +22,7 @@ from typing import Any
 import tomli_w
 
 from ciq_optuna import __version__
+from ciq_optuna.compilers.base import render_options_file, xptxas_arg
 from ciq_optuna.errors import CiqError
 
 if sys.version_info >= (3, 11):
@@ -91,13 +92,13 @@ class Acf:
 
     def options_file_text(self) -> str:
         """Text for ``ptxas --options-file`` / ``nvcc --options-file``: the flags, one per line."""
-        return "".join(shlex.quote(f) + "\n" for f in self.flags)
+        return render_options_file(self.flags)
 
     def xptxas_arg(self) -> str:
         """The value for ``nvcc -Xptxas VALUE`` (ptxas ACFs only)."""
         if self.compiler != "ptxas":
             raise CiqError(f"-Xptxas applies ptxas controls; this ACF holds {self.compiler} controls")
-        return ",".join(self.flags)
+        return xptxas_arg(self.flags)
 
     def check_compiler(self, compiler: str, version: str) -> None:
         """CiqError unless the installed compiler is the one (name and CUDA release) the ACF was tuned with."""

@@ -1,0 +1,121 @@
+"""``ciq-optuna acf show|flags|export|verify|from-study``: read and apply ACFs."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+import tomli_w
+
+from ciq_optuna.acf import read_acf, write_acf
+from ciq_optuna.compilers.base import get_compiler
+from ciq_optuna.errors import CiqError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("acf", help="show, export, apply and verify ACF files")
+    acf_sub = p.add_subparsers(dest="acf_command", metavar="ACTION", required=True)
+
+    s = acf_sub.add_parser("show", help="print an ACF's content after verifying its checksum")
+    s.add_argument("acf", type=Path)
+    s.set_defaults(func=_show)
+
+    s = acf_sub.add_parser("flags", help="print the flags, for $(...) in a compile command")
+    s.add_argument("acf", type=Path)
+    s.add_argument("--xptxas", action="store_true", help="as one nvcc -Xptxas argument (ptxas ACFs)")
+    s.set_defaults(func=_flags)
+
+    s = acf_sub.add_parser("export", help="write a compiler options file (ptxas/nvcc --options-file)")
+    s.add_argument("acf", type=Path)
+    s.add_argument("-o", "--output", type=Path, help="options file to write (default: ACF name with .opts)")
+    s.set_defaults(func=_export)
+
+    s = acf_sub.add_parser("verify", help="recompile KERNEL with the ACF and check the code hash it records")
+    s.add_argument("acf", type=Path)
+    s.add_argument("kernel", type=Path)
+    s.add_argument("--compiler-path", help="ptxas or nvcc to use")
+    s.set_defaults(func=_verify)
+
+    s = acf_sub.add_parser("from-study", help="write the ACF of any trial of a study (e.g. a Pareto point)")
+    s.add_argument("--storage", help="Optuna storage URL (default sqlite:///ciq-optuna.db)")
+    s.add_argument("--study", required=True, dest="study_name")
+    s.add_argument("--trial", type=int, help="trial number (default: the best trial)")
+    s.add_argument("-o", "--output", type=Path, required=True)
+    s.set_defaults(func=_from_study)
+
+
+def _show(args: argparse.Namespace) -> int:
+    acf = read_acf(args.acf)
+    doc = acf.to_document()
+    sys.stdout.write(tomli_w.dumps(doc))
+    return 0
+
+
+def _flags(args: argparse.Namespace) -> int:
+    acf = read_acf(args.acf)
+    print(acf.xptxas_arg() if args.xptxas else shlex.join(acf.flags))
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    acf = read_acf(args.acf)
+    out = args.output or args.acf.with_suffix(".opts")
+    out.write_text(acf.options_file_text(), encoding="utf-8")
+    tool = "ptxas" if acf.compiler == "ptxas" else "nvcc"
+    print(f"wrote {out}: {tool} -arch={acf.arch} --options-file {out} ...", file=sys.stderr)
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    acf = read_acf(args.acf)
+    compiler = get_compiler(acf.compiler, args.compiler_path)
+    acf.check_compiler(compiler.name, compiler.info.version)
+    want = acf.binary.get("code_sha256")
+    if not want:
+        raise CiqError(f"{args.acf} records no binary hash to verify against")
+    with tempfile.TemporaryDirectory(prefix="ciq-verify-") as tmp:
+        opts = Path(tmp) / "acf.opts"
+        opts.write_text(acf.options_file_text(), encoding="utf-8")
+        result = compiler.compile(
+            args.kernel, acf.arch, [], output=Path(tmp) / "out.cubin", options_file=opts, verbose=False
+        )
+    if not result.ok:
+        raise CiqError(f"the kernel does not compile with this ACF: {result.error}")
+    if result.code_hash != want:
+        print(
+            f"MISMATCH: {args.kernel} compiles to code {result.code_hash[:16]}..., the ACF records "
+            f"{want[:16]}... (another kernel version?)"
+        )
+        return 1
+    print(f"OK: {args.kernel} with {args.acf} reproduces the tuned code ({want[:16]}...)")
+    return 0
+
+
+def _from_study(args: argparse.Namespace) -> int:
+    import optuna
+
+    from ciq_optuna.storage import redact, resolve_storage
+    from ciq_optuna.study import metadata
+    from ciq_optuna.tune import DEFAULT_STORAGE_FILE, acf_for_trial, build_objective
+
+    storage = resolve_storage(args.storage, default_path=DEFAULT_STORAGE_FILE, heartbeat_interval=None)
+    try:
+        study = optuna.load_study(study_name=args.study_name, storage=storage)
+    except KeyError:
+        raise CiqError(f"no study named {args.study_name!r} in {redact(args.storage or '')}") from None
+    meta = metadata(study)
+    objective = build_objective(meta)
+    if args.trial is None:
+        trial = study.best_trial
+    else:
+        trials = [t for t in study.get_trials(deepcopy=False) if t.number == args.trial]
+        if not trials or trials[0].state != optuna.trial.TrialState.COMPLETE:
+            raise CiqError(f"study {args.study_name!r} has no complete trial {args.trial}")
+        trial = trials[0]
+    shown = redact(args.storage) if args.storage else f"sqlite:///{DEFAULT_STORAGE_FILE}"
+    path = write_acf(args.output, acf_for_trial(study, trial, meta, objective, shown))
+    print(f"wrote {path} (trial {trial.number})")
+    return 0

@@ -1,0 +1,128 @@
+"""``ciq-optuna tune KERNEL --arch sm_90a --minimize spill-bytes``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ciq_optuna.objectives.metrics import COMPILE_METRICS
+from ciq_optuna.tune import TuneConfig, tune
+
+
+def _metric_list(text: str) -> list[str]:
+    return [m.strip() for m in text.split(",") if m.strip()]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    metrics = ", ".join(COMPILE_METRICS)
+    p = sub.add_parser(
+        "tune",
+        help="search compiler controls for a kernel and write the best ACF",
+        description=(
+            "Tune the compiler controls of KERNEL (.ptx through ptxas, .cu through nvcc). The study is "
+            "stored in SQLite (ciq-optuna.db) unless --storage says otherwise; running the same command "
+            "again resumes it. --trials is the study's total budget. "
+            f"Compile metrics: {metrics}."
+        ),
+    )
+    p.add_argument("kernel", type=Path, help="the kernel: a .ptx (ptxas) or .cu (nvcc) file")
+    p.add_argument("--arch", required=True, help="target architecture, e.g. sm_80 or sm_90a")
+    p.add_argument(
+        "--minimize",
+        type=_metric_list,
+        action="extend",
+        default=[],
+        metavar="METRIC[,METRIC]",
+        help="metric(s) to minimise; several metrics make a multi-objective (Pareto) search",
+    )
+    p.add_argument(
+        "--maximize",
+        type=_metric_list,
+        action="extend",
+        default=[],
+        metavar="METRIC[,METRIC]",
+        help="metric(s) to maximise",
+    )
+    p.add_argument("--trials", type=int, default=64, help="total trials of the study (default 64)")
+    p.add_argument(
+        "--jobs", type=int, default=1, help="trials evaluated in parallel in this process (default 1)"
+    )
+    p.add_argument(
+        "--storage", help="Optuna storage URL (default sqlite:///ciq-optuna.db; or $CIQ_OPTUNA_STORAGE)"
+    )
+    p.add_argument("--study", dest="study_name", help="study name (default: kernel-arch-compiler-metrics)")
+    p.add_argument(
+        "--compiler-path", help="the ptxas or nvcc executable (default: $CUDA_HOME, PATH, pip wheels)"
+    )
+    p.add_argument(
+        "--space",
+        dest="spaces",
+        type=Path,
+        action="append",
+        default=[],
+        help="a space file to use instead of the one matching the compiler (repeatable)",
+    )
+    p.add_argument(
+        "--measure-cmd",
+        dest="measure_command",
+        help="shell command measuring each new binary, e.g. './bench {cubin}'; fields: "
+        "{cubin} {kernel} {arch} {flags}",
+    )
+    p.add_argument(
+        "--measure-regex", help="regex with one group reading the metric from the command's output"
+    )
+    p.add_argument("--measure-name", default="measured", help="metric name of the command's value")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per compile and per measurement")
+    p.add_argument("--seed", type=int, help="sampler seed (reproducible searches)")
+    p.add_argument(
+        "--pool-size", type=int, help="candidates per generation (default: derived from the space)"
+    )
+    p.add_argument("--acf", type=Path, help="where to write the best ACF (default KERNEL.ARCH.acf)")
+    p.add_argument(
+        "--workdir", type=Path, help="where distinct binaries are kept (default .ciq-optuna/STUDY)"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = TuneConfig(
+        kernel=args.kernel,
+        arch=args.arch,
+        minimize=args.minimize,
+        maximize=args.maximize,
+        trials=args.trials,
+        storage=args.storage,
+        study_name=args.study_name,
+        compiler_path=args.compiler_path,
+        spaces=args.spaces,
+        measure_command=args.measure_command,
+        measure_regex=args.measure_regex,
+        measure_name=args.measure_name,
+        timeout=args.timeout,
+        jobs=args.jobs,
+        seed=args.seed,
+        pool_size=args.pool_size,
+        acf=args.acf,
+        workdir=args.workdir,
+        progress=not args.quiet,
+    )
+    result = tune(config)
+    s = result.stats
+    print()
+    print(
+        f"trials: {s['trials']} ({s['complete']} complete, {s['failed']} failed); "
+        f"distinct binaries: {s['distinct_binaries']}; measurements reused: {s['reused_measurements']}"
+    )
+    if result.baseline is None:
+        print("(no baseline trial in this study: the compiler-default configuration did not complete)")
+    label = "best" if len(result.best) == 1 else f"first of {len(result.best)} Pareto-optimal trials"
+    print(
+        f"baseline (compiler defaults) vs {label}, trial {result.best[0].number}: "
+        f"{' '.join(result.best[0].user_attrs.get('flags', [])) or '(no flags)'}"
+    )
+    print(result.summary.to_string(float_format=lambda v: f"{v:g}", na_rep="-"))
+    print("(* = objective)")
+    for path in result.acf_paths:
+        print(f"wrote {path}")
+    return 0

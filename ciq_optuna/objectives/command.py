@@ -1,0 +1,86 @@
+"""Measure a binary with the user's own shell command and read a metric from its output.
+
+The template may use ``{cubin}``, ``{kernel}``, ``{arch}``, ``{flags}`` (shell-quoted) and
+application parameters as ``{app[tile][m]}``; values are shell-quoted before substitution.
+The metric is the first group of a regular expression searched in stdout then stderr (the
+last match wins, so a benchmark that prints progress first still works).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import string
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ciq_optuna.compilers.process import run_command
+from ciq_optuna.errors import CiqError
+from ciq_optuna.search_space import Candidate
+
+_FIELDS = {"cubin", "kernel", "arch", "flags", "app"}
+
+
+class _Quoted(dict):
+    """App parameters whose leaves come out shell-quoted."""
+
+    def __getitem__(self, key: str) -> Any:
+        value = super().__getitem__(key)
+        return _Quoted(value) if isinstance(value, Mapping) else shlex.quote(str(value))
+
+
+class CommandMeasure:
+    """``measure(cubin, candidate)`` running a shell command template; see the module docstring."""
+
+    def __init__(
+        self, template: str, metric: str, regex: str, *, kernel: Path, arch: str, timeout: float = 300.0
+    ) -> None:
+        try:
+            fields = {f[1].split("[")[0].split(".")[0] for f in string.Formatter().parse(template) if f[1]}
+        except ValueError as exc:
+            raise CiqError(f"measure command template {template!r}: {exc}") from None
+        unknown = fields - _FIELDS
+        if unknown:
+            raise CiqError(
+                f"measure command template uses unknown field(s) {sorted(unknown)}; "
+                f"available: {sorted(_FIELDS)}"
+            )
+        try:
+            self.regex = re.compile(regex)
+        except re.error as exc:
+            raise CiqError(f"measure regex {regex!r} is not a valid regular expression: {exc}") from None
+        if self.regex.groups < 1:
+            raise CiqError(
+                f"measure regex {regex!r} needs one group around the number, e.g. 'time=([0-9.]+)'"
+            )
+        self.template, self.metric = template, metric
+        self.kernel, self.arch, self.timeout = kernel, arch, timeout
+
+    def command(self, cubin: Path, candidate: Candidate) -> str:
+        return self.template.format(
+            cubin=shlex.quote(str(cubin)),
+            kernel=shlex.quote(str(self.kernel)),
+            arch=self.arch,
+            flags=shlex.join(candidate.all_flags()),
+            app=_Quoted(candidate.app),
+        )
+
+    def __call__(self, cubin: Path, candidate: Candidate) -> dict[str, float]:
+        cmd = self.command(cubin, candidate)
+        res = run_command(["/bin/sh", "-c", cmd], timeout=self.timeout)
+        if res.timed_out:
+            raise CiqError(f"measure command timed out after {self.timeout:g} s")
+        if res.returncode != 0:
+            last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise CiqError(f"measure command exited with {res.returncode}: {last[0][:300]}")
+        for text in (res.stdout, res.stderr):
+            matches = self.regex.findall(text or "")
+            if matches:
+                m = matches[-1]
+                raw = m[0] if isinstance(m, tuple) else m
+                try:
+                    return {self.metric: float(raw)}
+                except ValueError:
+                    raise CiqError(f"measure regex matched {raw!r}, which is not a number") from None
+        raise CiqError(f"measure command output has no match for {self.regex.pattern!r}")

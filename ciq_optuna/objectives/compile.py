@@ -1,0 +1,182 @@
+"""The compile objective: suggest a candidate, compile it, read its metrics, measure it once per binary.
+
+One trial: suggest -> render flags -> compile (its own process, killed on timeout) -> parse
+metrics -> (optional) measure the binary with the user's command, callable or GPU harness ->
+record everything on the trial. Many candidates compile to the same code; a binary whose
+measurement already exists in the study reuses it (``reused_from``) instead of measuring again.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from ciq_optuna.compilers.base import xptxas_arg
+from ciq_optuna.errors import CiqError
+from ciq_optuna.objectives.metrics import compile_metrics
+from ciq_optuna.search_space import Candidate, SearchSpace
+
+Measure = Callable[[Path, Candidate], Mapping[str, float]]
+"""A measurement of a compiled binary: ``measure(cubin_path, candidate) -> {metric: value}``."""
+
+
+class TrialFailed(CiqError):
+    """A candidate that cannot be evaluated (does not compile, times out, measurement failed)."""
+
+
+class BinaryCache:
+    """Measurements by binary code hash, shared through the study's storage (all workers see them)."""
+
+    def __init__(self, study: optuna.Study) -> None:
+        self.study = study
+        self._known: dict[str, tuple[int, dict[str, float]]] = {}
+        self._lock = threading.Lock()
+
+    def lookup(self, code_hash: str) -> tuple[int, dict[str, float]] | None:
+        with self._lock:
+            if code_hash not in self._known:
+                self._refresh()
+            return self._known.get(code_hash)
+
+    def remember(self, code_hash: str, trial_number: int, measured: Mapping[str, float]) -> None:
+        with self._lock:
+            self._known.setdefault(code_hash, (trial_number, dict(measured)))
+
+    def _refresh(self) -> None:
+        trials = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        for t in trials:
+            h, measured = t.user_attrs.get("binary_hash"), t.user_attrs.get("measured")
+            if h and measured is not None and "reused_from" not in t.user_attrs:
+                self._known.setdefault(h, (t.number, measured))
+
+
+class CompileObjective:
+    """An Optuna objective that compiles a kernel under suggested controls and returns metric values.
+
+    Args:
+        compiler: a ``ciq_optuna.compilers`` adapter (ptxas or nvcc).
+        kernel: the input file (.ptx for ptxas, .cu for nvcc).
+        arch: target architecture, e.g. ``sm_90a``.
+        space: application parameters and compiler spaces.
+        metrics: objective metric names, in the study's order (compile metrics or measured ones).
+        measure: optional measurement of each new binary (runtime, a command's output...).
+        timeout: seconds allowed to one compile (and to one measurement).
+        workdir: where distinct binaries are kept, named by code hash.
+    """
+
+    def __init__(
+        self,
+        compiler: Any,
+        kernel: Path,
+        arch: str,
+        space: SearchSpace,
+        metrics: list[str],
+        *,
+        measure: Measure | None = None,
+        timeout: float = 120.0,
+        workdir: Path | None = None,
+    ) -> None:
+        self.compiler = compiler
+        self.kernel = Path(kernel)
+        self.arch = arch
+        self.space = space
+        self.metrics = list(metrics)
+        self.measure = measure
+        self.timeout = timeout
+        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="ciq-optuna-"))
+        self._caches: dict[int, BinaryCache] = {}
+
+    def binary_path(self, code_hash: str) -> Path:
+        """Where the binary with this code hash is kept."""
+        return self.workdir / "binaries" / f"{code_hash[:24]}.cubin"
+
+    def compile(self, candidate: Candidate, output: Path) -> Any:
+        """Compile ``candidate`` to ``output`` and return the adapter's result."""
+        return self.compiler.compile(
+            self.kernel, self.arch, self.command_flags(candidate), output=output, timeout=self.timeout
+        )
+
+    def command_flags(self, candidate: Candidate) -> list[str]:
+        """The compiler's arguments for a candidate: its own flags, then ptxas flags via -Xptxas for nvcc."""
+        return command_flags(self.compiler.name, candidate.flags)
+
+    def __call__(self, trial: optuna.Trial) -> float | tuple[float, ...]:
+        candidate = self.space.suggest(trial)
+        trial.set_user_attr("flags", self.command_flags(candidate))
+        trial.set_user_attr("compiler_version", self.compiler.info.version)
+        with tempfile.TemporaryDirectory(prefix="ciq-trial-") as tmp:
+            result = self.compile(candidate, Path(tmp) / "out.cubin")
+            if not result.ok:
+                trial.set_user_attr("error", result.error)
+                raise TrialFailed(result.error)
+            kept = self.binary_path(result.code_hash)
+            if not kept.exists():
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(result.cubin_path, kept.with_suffix(".tmp"))
+                kept.with_suffix(".tmp").replace(kept)
+        metrics = compile_metrics(result)
+        trial.set_user_attr("binary_hash", result.code_hash)
+        trial.set_user_attr("cubin_sha256", result.raw_sha256)
+        trial.set_user_attr("metrics", metrics)
+        values = dict(metrics)
+        if self.measure is not None:
+            values.update(self._measured(trial, candidate, result.code_hash, kept))
+        else:
+            seen = self._cache(trial).lookup(result.code_hash)
+            if seen is not None and seen[0] != trial.number:
+                trial.set_user_attr("reused_from", seen[0])
+            else:
+                trial.set_user_attr("measured", {})
+                self._cache(trial).remember(result.code_hash, trial.number, {})
+        out = []
+        for name in self.metrics:
+            value = values.get(name)
+            if value is None or not math.isfinite(float(value)):
+                msg = f"metric {name!r} was not measured (got {value!r})"
+                trial.set_user_attr("error", msg)
+                raise TrialFailed(msg)
+            out.append(float(value))
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def _measured(
+        self, trial: optuna.Trial, candidate: Candidate, code_hash: str, cubin: Path
+    ) -> dict[str, float]:
+        cache = self._cache(trial)
+        seen = cache.lookup(code_hash)
+        if seen is not None and seen[0] != trial.number:
+            trial.set_user_attr("reused_from", seen[0])
+            return dict(seen[1])
+        try:
+            measured = {k: float(v) for k, v in self.measure(cubin, candidate).items()}
+        except CiqError as exc:
+            trial.set_user_attr("error", str(exc))
+            raise TrialFailed(str(exc)) from None
+        trial.set_user_attr("measured", measured)
+        cache.remember(code_hash, trial.number, measured)
+        return measured
+
+    def _cache(self, trial: optuna.Trial) -> BinaryCache:
+        study = trial.study
+        key = id(study)
+        if key not in self._caches:
+            self._caches[key] = BinaryCache(study)
+        return self._caches[key]
+
+
+def command_flags(compiler: str, flags: Mapping[str, list[str]]) -> list[str]:
+    """Flags of every space for one compiler command; nvcc gets ptxas flags through ``-Xptxas``."""
+    out: list[str] = []
+    for space, space_flags in flags.items():
+        if compiler == "nvcc" and space == "ptxas":
+            if space_flags:
+                out += ["-Xptxas", xptxas_arg(space_flags)]
+        else:
+            out += space_flags
+    return out

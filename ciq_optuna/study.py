@@ -1,0 +1,116 @@
+"""Studies of ciq-optuna: creation with the metadata workers need, resumption checks, rebuilding objectives.
+
+A tuning study carries, in the study user attribute ``ciq_optuna``, everything needed to
+evaluate it anywhere: kernel (path and sha256), architecture, compiler name and version, space
+identity, metrics and directions, measurement command, budget. Resuming or joining a study
+with a different kernel, compiler version or space is refused with one clear line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from ciq_optuna import __version__
+from ciq_optuna.errors import CiqError
+
+ATTR = "ciq_optuna"
+_CHECKED = (
+    ("kernel", "sha256", "kernel content"),
+    ("arch", None, "architecture"),
+    ("compiler", "name", "compiler"),
+    ("compiler", "version", "compiler version"),
+    ("metrics", None, "metrics"),
+    ("directions", None, "directions"),
+)
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def default_study_name(kernel: Path, arch: str, compiler: str, release: str, metrics: list[str]) -> str:
+    """A readable, stable name: one study per kernel, target, compiler release and objective."""
+    stem = Path(kernel).stem.removesuffix(f".{arch}")
+    return f"{stem}-{arch}-{compiler}{release}-{'+'.join(metrics)}"
+
+
+def metadata(study: optuna.Study) -> dict[str, Any]:
+    """The study's ciq-optuna metadata; CiqError if it was not made by ciq-optuna."""
+    meta = study.user_attrs.get(ATTR)
+    if not isinstance(meta, Mapping):
+        raise CiqError(
+            f"study {study.study_name!r} was not created by ciq-optuna tune (no {ATTR!r} attribute)"
+        )
+    return dict(meta)
+
+
+def check_compatible(found: Mapping[str, Any], wanted: Mapping[str, Any], study_name: str) -> None:
+    """CiqError naming the first difference between a study's metadata and this run's."""
+    for key, sub, label in _CHECKED:
+        a, b = found.get(key), wanted.get(key)
+        if sub is not None:
+            a = a.get(sub) if isinstance(a, Mapping) else None
+            b = b.get(sub) if isinstance(b, Mapping) else None
+        if a != b:
+            raise CiqError(
+                f"study {study_name!r} was made with {label} {a!r}, this run has {b!r}; "
+                f"use another --study name (or the matching {label})"
+            )
+    spaces_a = [s.get("sha256") for s in found.get("spaces", [])]
+    spaces_b = [s.get("sha256") for s in wanted.get("spaces", [])]
+    if spaces_a != spaces_b:
+        raise CiqError(
+            f"study {study_name!r} was made with another version of the search space files; "
+            f"use another --study name"
+        )
+
+
+def create_or_load(
+    storage: optuna.storages.BaseStorage,
+    study_name: str,
+    meta: Mapping[str, Any],
+    *,
+    sampler: optuna.samplers.BaseSampler,
+) -> tuple[optuna.Study, bool]:
+    """Create the study, or load it and check it matches ``meta``; returns (study, created)."""
+    directions = list(meta["directions"])
+    try:
+        study = optuna.load_study(study_name=study_name, storage=storage, sampler=sampler)
+    except KeyError:
+        study = None
+    if study is not None:
+        check_compatible(metadata(study), meta, study_name)
+        return study, False
+    study = optuna.create_study(
+        study_name=study_name, storage=storage, sampler=sampler, directions=directions, load_if_exists=True
+    )
+    if ATTR in study.user_attrs:  # another worker created it between our load and create
+        check_compatible(metadata(study), meta, study_name)
+        return study, False
+    study.set_user_attr(ATTR, dict(meta, created_by=__version__))
+    study.set_metric_names(list(meta["metrics"]))
+    return study, True
+
+
+def objective_from_study(
+    study: optuna.Study, *, kernel: Path | None = None, compiler_path: str | None = None
+):
+    """Rebuild a study's objective on this machine (workers); CiqError on any mismatch.
+
+    ``kernel`` and ``compiler_path`` override where the kernel and compiler are found here;
+    their content hash and version must still match the study's.
+    """
+    from ciq_optuna.tune import build_objective
+
+    return build_objective(metadata(study), kernel=kernel, compiler_path=compiler_path)
+
+
+def finished_count(study: optuna.Study) -> int:
+    """Trials that count against the budget (complete, failed or pruned)."""
+    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL, optuna.trial.TrialState.PRUNED)
+    return len(study.get_trials(deepcopy=False, states=states))

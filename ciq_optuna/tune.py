@@ -1,0 +1,466 @@
+"""The main job: tune a kernel's compiler controls and write the best ACF.
+
+``tune()`` checks every input before it touches the storage (so a mistake leaves an existing
+study intact), compiles the kernel once with the compiler defaults (the baseline), creates or
+resumes the study, runs the search with a progress bar, and writes the ACF of the best trial
+(or of each Pareto-optimal trial when there are several objectives).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import tempfile
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pandas as pd
+
+from ciq_optuna.acf import Acf, provenance, write_acf
+from ciq_optuna.compiler_space import CompilerSpace
+from ciq_optuna.compilers.base import Compiler, compiler_for_source, get_compiler
+from ciq_optuna.controls import parse_arch
+from ciq_optuna.errors import CiqError
+from ciq_optuna.objectives.command import CommandMeasure
+from ciq_optuna.objectives.compile import CompileObjective, Measure, TrialFailed
+from ciq_optuna.objectives.metrics import COMPILE_METRICS, check_metric_names, compile_metrics
+from ciq_optuna.samplers import make_sampler
+from ciq_optuna.search_space import Candidate, SearchSpace
+from ciq_optuna.space_files import find_space
+from ciq_optuna.study import (
+    create_or_load,
+    default_study_name,
+    file_sha256,
+    finished_count,
+)
+
+DEFAULT_STORAGE_FILE = Path("ciq-optuna.db")
+_log = logging.getLogger("ciq_optuna")
+
+
+@dataclass
+class TuneConfig:
+    """Everything ``ciq-optuna tune`` takes (see ``ciq-optuna tune --help``)."""
+
+    kernel: Path
+    arch: str
+    minimize: list[str] = field(default_factory=list)
+    maximize: list[str] = field(default_factory=list)
+    trials: int = 64
+    storage: str | None = None
+    study_name: str | None = None
+    compiler_path: str | None = None
+    spaces: list[Path] = field(default_factory=list)
+    measure_command: str | None = None
+    measure_regex: str | None = None
+    measure_name: str = "measured"
+    timeout: float = 120.0
+    jobs: int = 1
+    seed: int | None = None
+    pool_size: int | None = None
+    acf: Path | None = None
+    workdir: Path | None = None
+    progress: bool = True
+
+
+@dataclass
+class TuneResult:
+    study: optuna.Study
+    baseline: optuna.trial.FrozenTrial | None
+    best: list[optuna.trial.FrozenTrial]
+    summary: pd.DataFrame
+    acf_paths: list[Path]
+    stats: dict[str, int]
+
+
+def _spaces_for(compiler: Compiler, explicit: Sequence[Path], arch: str) -> list[CompilerSpace]:
+    if explicit:
+        spaces = [CompilerSpace.load(p) for p in explicit]
+    else:
+        names = ["nvcc", "ptxas"] if compiler.name == "nvcc" else [compiler.name]
+        spaces = [CompilerSpace.load(find_space(n, compiler.info.release)) for n in names]
+    for s in spaces:
+        if s.cuda != compiler.info.release:
+            raise CiqError(f"space {s.path or s.name} is for CUDA {s.cuda}, the compiler is {compiler.info}")
+        if s.compiler not in (compiler.name, "ptxas"):
+            raise CiqError(f"space {s.path or s.name} is for {s.compiler}, not {compiler.name}")
+    return [s.for_arch(arch) for s in spaces]
+
+
+def _metrics_and_directions(config: TuneConfig) -> tuple[list[str], list[str]]:
+    metrics = list(config.minimize) + list(config.maximize)
+    directions = ["minimize"] * len(config.minimize) + ["maximize"] * len(config.maximize)
+    if not metrics:
+        raise CiqError("nothing to optimise: give --minimize METRIC (or --maximize)")
+    if len(set(metrics)) != len(metrics):
+        raise CiqError(f"a metric is given twice: {metrics}")
+    extra = [config.measure_name] if config.measure_command else []
+    check_metric_names(metrics, extra)
+    return metrics, directions
+
+
+def build_objective(
+    meta: Mapping[str, Any],
+    *,
+    kernel: Path | None = None,
+    compiler_path: str | None = None,
+    measure: Measure | None = None,
+    workdir: Path | None = None,
+) -> CompileObjective:
+    """The objective described by a study's metadata, on this machine; CiqError on any mismatch."""
+    kernel = Path(kernel or meta["kernel"]["path"])
+    if not kernel.is_file():
+        raise CiqError(f"kernel not found: {kernel} (pass --kernel PATH to a copy with the same content)")
+    if file_sha256(kernel) != meta["kernel"]["sha256"]:
+        raise CiqError(
+            f"kernel {kernel} differs from the study's (sha256 {meta['kernel']['sha256'][:12]}...)"
+        )
+    comp = meta["compiler"]
+    compiler = get_compiler(comp["name"], compiler_path or _existing(comp.get("path")), release=None)
+    if compiler.info.version != comp["version"]:
+        raise CiqError(f"the study was tuned with {comp['name']} {comp['version']}; found {compiler.info}")
+    spaces = []
+    for ident in meta["spaces"]:
+        path = Path(ident["path"]) if ident.get("path") and Path(ident["path"]).is_file() else None
+        space = CompilerSpace.load(path or find_space(ident["compiler"], ident["cuda"]))
+        if space.sha256 != ident["sha256"]:
+            raise CiqError(
+                f"search space {ident['name']} {ident['cuda']} here differs from the study's "
+                f"(sha256 {ident['sha256'][:12]}...)"
+            )
+        spaces.append(space.for_arch(meta["arch"]))
+    m = meta.get("measure")
+    if measure is None and m:
+        measure = CommandMeasure(
+            m["command"],
+            m["name"],
+            m["regex"],
+            kernel=kernel,
+            arch=meta["arch"],
+            timeout=meta.get("timeout", 300.0),
+        )
+    return CompileObjective(
+        compiler,
+        kernel,
+        meta["arch"],
+        SearchSpace(compilers=spaces),
+        list(meta["metrics"]),
+        measure=measure,
+        timeout=meta.get("timeout", 120.0),
+        workdir=workdir,
+    )
+
+
+def _existing(path: str | None) -> str | None:
+    return path if path and Path(path).exists() else None
+
+
+def prepare(config: TuneConfig, measure: Measure | None = None) -> tuple[dict[str, Any], CompileObjective]:
+    """Check every input and build the study metadata and objective; touches no storage."""
+    kernel = Path(config.kernel)
+    if not kernel.is_file():
+        raise CiqError(f"kernel not found: {kernel}")
+    parse_arch(config.arch)
+    if config.trials < 1:
+        raise CiqError("--trials must be at least 1")
+    if config.jobs < 1:
+        raise CiqError("--jobs must be at least 1")
+    if config.measure_command and not config.measure_regex:
+        raise CiqError("--measure-cmd needs --measure-regex to read the metric from its output")
+    metrics, directions = _metrics_and_directions(config)
+    compiler = compiler_for_source(kernel, config.compiler_path)
+    compiler.check_arch(config.arch)
+    spaces = _spaces_for(compiler, config.spaces, config.arch)
+    measure_meta = None
+    if config.measure_command:
+        measure = CommandMeasure(
+            config.measure_command,
+            config.measure_name,
+            config.measure_regex,
+            kernel=kernel.resolve(),
+            arch=config.arch,
+            timeout=config.timeout,
+        )
+        measure_meta = {
+            "command": config.measure_command,
+            "regex": config.measure_regex,
+            "name": config.measure_name,
+        }
+    meta = {
+        "kind": "compile",
+        "kernel": {"path": str(kernel.resolve()), "sha256": file_sha256(kernel), "name": kernel.name},
+        "arch": config.arch,
+        "compiler": {
+            "name": compiler.name,
+            "version": compiler.info.version,
+            "path": str(compiler.info.path),
+        },
+        "spaces": [dict(s.identity, path=str(s.path) if s.path else None) for s in spaces],
+        "metrics": metrics,
+        "directions": directions,
+        "measure": measure_meta,
+        "timeout": config.timeout,
+        "budget": config.trials,
+    }
+    objective = CompileObjective(
+        compiler,
+        kernel.resolve(),
+        config.arch,
+        SearchSpace(compilers=spaces),
+        metrics,
+        measure=measure,
+        timeout=config.timeout,
+        workdir=config.workdir,
+    )
+    return meta, objective
+
+
+def check_baseline(objective: CompileObjective) -> dict[str, float]:
+    """Compile with the compiler's defaults; CiqError with the compiler's message if the kernel is broken."""
+    with tempfile.TemporaryDirectory(prefix="ciq-baseline-") as tmp:
+        result = objective.compile(Candidate(), Path(tmp) / "baseline.cubin")
+    if not result.ok:
+        raise CiqError(
+            f"{objective.kernel.name} does not compile with {objective.compiler.name}'s defaults: "
+            f"{result.error}"
+        )
+    return compile_metrics(result)
+
+
+def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = None) -> TuneResult:
+    """Run (or resume) a tuning study; see the module docstring."""
+    from ciq_optuna.storage import redact, resolve_storage
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    meta, objective = prepare(config, measure)
+    check_baseline(objective)
+    compiler = objective.compiler
+    name = config.study_name or default_study_name(
+        config.kernel, config.arch, compiler.name, compiler.info.release, meta["metrics"]
+    )
+    if storage is None:
+        storage = resolve_storage(config.storage, default_path=DEFAULT_STORAGE_FILE)
+    storage_shown = redact(config.storage) if config.storage else f"sqlite:///{DEFAULT_STORAGE_FILE}"
+    sampler_kwargs = {"pool_size": config.pool_size} if config.pool_size else {}
+    sampler = make_sampler(len(meta["metrics"]), seed=config.seed, **sampler_kwargs)
+    study, created = create_or_load(storage, name, meta, sampler=sampler)
+    study.set_user_attr("budget", max(config.trials, study.user_attrs.get("budget", 0)))
+    if config.workdir is None:
+        objective.workdir = Path(".ciq-optuna") / name
+    if created:
+        study.enqueue_trial(objective.space.baseline_params(), user_attrs={"baseline": True})
+    done = finished_count(study)
+    remaining = config.trials - done
+    _say(config, f"study {name!r} in {storage_shown}: {done} trial(s) done, {max(remaining, 0)} to run")
+    if remaining > 0:
+        _optimize(study, objective, config, remaining)
+    return finish(study, meta, objective, config, storage_shown)
+
+
+def _optimize(study: optuna.Study, objective: CompileObjective, config: TuneConfig, remaining: int) -> None:
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=remaining, desc="tuning", unit="trial", disable=not config.progress, dynamic_ncols=True)
+    counts = {"failed": 0}
+    budget = config.trials
+
+    def callback(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if trial.state == optuna.trial.TrialState.FAIL:
+            counts["failed"] += 1
+        bar.update(1)
+        postfix = {"failed": counts["failed"]}
+        if len(study.directions) == 1:
+            try:
+                postfix["best"] = f"{study.best_value:g}"
+            except ValueError:
+                pass
+        else:
+            postfix["pareto"] = len(study.best_trials)
+        bar.set_postfix(postfix, refresh=False)
+        if finished_count(study) >= budget:
+            study.stop()
+
+    try:
+        study.optimize(
+            objective,
+            n_trials=remaining,
+            n_jobs=config.jobs,
+            catch=(TrialFailed,),
+            callbacks=[callback],
+            gc_after_trial=False,
+        )
+    except KeyboardInterrupt:
+        bar.close()
+        raise CiqError(
+            "interrupted: the finished trials are saved; run the same command again to continue"
+        ) from None
+    finally:
+        bar.close()
+
+
+def baseline_trial(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        if t.user_attrs.get("baseline"):
+            return t
+    return None
+
+
+def best_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """The best trial, or the Pareto front for several objectives (ties broken by trial number)."""
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if not complete:
+        return []
+    if len(study.directions) == 1:
+        return [study.best_trial]
+    return sorted(study.best_trials, key=lambda t: t.number)
+
+
+def trial_metrics(trial: optuna.trial.FrozenTrial) -> dict[str, float]:
+    """Every metric recorded on a trial: compile metrics and measured ones."""
+    values = dict(trial.user_attrs.get("metrics", {}))
+    values.update(trial.user_attrs.get("measured") or {})
+    return values
+
+
+def summary_table(
+    baseline: optuna.trial.FrozenTrial | None, best: optuna.trial.FrozenTrial, metrics: Sequence[str]
+) -> pd.DataFrame:
+    """Baseline vs best on every metric (objectives first), with the change."""
+    b = trial_metrics(baseline) if baseline else {}
+    t = trial_metrics(best)
+    rows = []
+    names = (
+        list(metrics)
+        + [m for m in COMPILE_METRICS if m not in metrics]
+        + [m for m in t if m not in metrics and m not in COMPILE_METRICS]
+    )
+    for m in names:
+        if m not in t:
+            continue
+        base, val = b.get(m), t[m]
+        change = None if base is None else val - base
+        pct = None if base in (None, 0) else 100.0 * (val - base) / base
+        rows.append(
+            {
+                "metric": m + (" *" if m in metrics else ""),
+                "baseline": base,
+                "best": val,
+                "change": change,
+                "change %": None if pct is None or math.isnan(pct) else round(pct, 1),
+            }
+        )
+    return pd.DataFrame(rows).set_index("metric")
+
+
+def dedup_stats(study: optuna.Study) -> dict[str, int]:
+    """Trials, failures, distinct binaries and measurements saved by binary de-duplication."""
+    trials = study.get_trials(deepcopy=False)
+    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    hashes = {t.user_attrs.get("binary_hash") for t in complete if t.user_attrs.get("binary_hash")}
+    return {
+        "trials": len(trials),
+        "complete": len(complete),
+        "failed": sum(t.state == optuna.trial.TrialState.FAIL for t in trials),
+        "distinct_binaries": len(hashes),
+        "reused_measurements": sum("reused_from" in t.user_attrs for t in complete),
+    }
+
+
+def acf_for_trial(
+    study: optuna.Study,
+    trial: optuna.trial.FrozenTrial,
+    meta: Mapping[str, Any],
+    objective: CompileObjective,
+    storage_shown: str,
+) -> Acf:
+    """The ACF of one trial of a tuning study."""
+    candidate = objective.space.candidate_from_params(trial.params)
+    baseline = baseline_trial(study)
+    base_metrics = trial_metrics(baseline) if baseline else {}
+    values = trial.values or []
+    objectives = [
+        {"name": n, "direction": d, "value": v, "baseline": base_metrics.get(n)}
+        for n, d, v in zip(meta["metrics"], meta["directions"], values)
+    ]
+    passed = {s.name: s.passed(candidate.controls.get(s.name, {})) for s in objective.space.compilers}
+    return Acf(
+        compiler=meta["compiler"]["name"],
+        compiler_version=meta["compiler"]["version"],
+        arch=meta["arch"],
+        flags=list(trial.user_attrs.get("flags", objective.command_flags(candidate))),
+        controls=passed,
+        space={"spaces": [{k: v for k, v in s.items() if k != "path"} for s in meta["spaces"]]},
+        objectives=objectives,
+        metrics={"best": trial_metrics(trial), "baseline": base_metrics},
+        kernel={"name": meta["kernel"]["name"], "sha256": meta["kernel"]["sha256"]},
+        binary={
+            "code_sha256": trial.user_attrs.get("binary_hash"),
+            "cubin_sha256": trial.user_attrs.get("cubin_sha256"),
+            "note": "cubin_sha256 is of the tuning compile, which adds -v; code_sha256 ignores the "
+            "command line ptxas records in .note.nv.tkinfo",
+        },
+        provenance=provenance(study.study_name, trial.number, storage_shown),
+        application=candidate.app,
+    )
+
+
+def default_acf_path(meta: Mapping[str, Any]) -> Path:
+    return Path(f"{Path(meta['kernel']['name']).stem}.{meta['arch']}.acf")
+
+
+def finish(
+    study: optuna.Study,
+    meta: Mapping[str, Any],
+    objective: CompileObjective,
+    config: TuneConfig,
+    storage_shown: str,
+) -> TuneResult:
+    """Summaries and ACFs after a run (also for a study that was already complete)."""
+    best = best_trials(study)
+    baseline = baseline_trial(study)
+    stats = dedup_stats(study)
+    if not best:
+        raise CiqError(
+            f"no trial of study {study.study_name!r} completed ({stats['failed']} failed): "
+            "see the trials' 'error' attribute, e.g. in ciq-optuna dashboard"
+        )
+    paths: list[Path] = []
+    target = Path(config.acf) if config.acf else default_acf_path(meta)
+    if len(best) == 1:
+        paths.append(write_acf(target, acf_for_trial(study, best[0], meta, objective, storage_shown)))
+    else:
+        folder = target.with_suffix("")
+        folder = folder.with_name(folder.name + ".pareto")
+        for t in best:
+            paths.append(
+                write_acf(
+                    folder / f"trial-{t.number}.acf", acf_for_trial(study, t, meta, objective, storage_shown)
+                )
+            )
+    _upload_artifacts(study, best, paths)
+    summary = summary_table(baseline, best[0], meta["metrics"])
+    return TuneResult(study, baseline, best, summary, paths, stats)
+
+
+def _upload_artifacts(
+    study: optuna.Study, trials: Sequence[optuna.trial.FrozenTrial], paths: Sequence[Path]
+) -> None:
+    try:
+        from ciq_optuna.dashboard import upload_acf
+    except ImportError:  # pragma: no cover - the dashboard module ships with the package
+        return
+    for trial, path in zip(trials, paths):
+        try:
+            upload_acf(study, trial, path)
+        except Exception as exc:  # an artifact is a convenience; never lose the ACF file over it
+            _log.warning("could not attach %s to trial %d as an artifact: %s", path, trial.number, exc)
+
+
+def _say(config: TuneConfig, text: str) -> None:
+    if config.progress:
+        print(text, flush=True)
