@@ -5,7 +5,8 @@
 // division by constants (optimizer constants), loads and stores without cache operators
 // (-dlcm, -dscm), a float atomic (--optimize-float-atomics), a switch (jump tables), a
 // copy loop over possibly aliased pointers (--restrict, vectorisation), a non-inlined
-// device function, and one entry with launch bounds (--override-directive-values).
+// device function, one entry with full launch bounds (--override-directive-values) and one
+// with a block size only (--minnctapersm acts on it without the override).
 // PTX (CUDA 13.0 nvcc, PTX ISA 9.0, read by ptxas 13.0 and 13.5):
 //   nvcc -arch=sm_XX -ptx reference_kernel.cu -o reference_kernel.sm_XX.ptx   (sm_75, sm_80, sm_90a)
 #define N 24
@@ -59,6 +60,21 @@ ref_bounded(const float *a, const float *b, float *c, int n)
     for (int i = 0; i < n; ++i) c[i] = a[i] * 2.0f + b[i];
 #pragma unroll
     for (int i = 0; i < N; ++i) c[t + i * n] = acc[i];
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+ref_threads(const float *a, const float *b, float *c, int n)
+{
+    float acc[N];
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < N; ++i) acc[i] = b[t * N + i];
+    for (int k = 0; k < n; ++k) {
+#pragma unroll
+        for (int i = 0; i < N; ++i) acc[i] = fmaf(acc[i], a[k * N + i], acc[(i + 7) % N]);
+    }
+#pragma unroll
+    for (int i = 0; i < N; ++i) c[t * N + i] = acc[i];
 }
 
 extern "C" __global__ void ref_misc(const long long *a, long long *c, const float *f, float *g)
