@@ -9,9 +9,12 @@ and, in trial-attribute form, :meth:`RuntimeObjective.user_attrs`.
 from __future__ import annotations
 
 import os
+import pickle
+import sys
 from pathlib import Path
 from typing import Any
 
+from ciq_optuna.errors import CiqError
 from ciq_optuna.gpu.errors import (
     CorrectnessError,
     EvaluationCrashed,
@@ -39,6 +42,21 @@ def translate_failure(exc: IsolatedFailure) -> Exception:
         if name in _KNOWN and message:
             return _KNOWN[name](message)
     return EvaluationCrashed(f"evaluation {text}")
+
+
+def _evaluate_blob(
+    sys_path: list[str], blob: bytes, baseline: str, candidate: str | None, options: TimingOptions
+):
+    """Child side: the parent's import path first, then the launch description, then evaluate.
+
+    The launch is pickled by the parent so that a fork server started before the user's module
+    became importable still finds it (its ``make_args`` is resolved after ``sys.path`` is set).
+    """
+    for entry in reversed(sys_path):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    launch = pickle.loads(blob)
+    return evaluate(launch, baseline, candidate, options)
 
 
 class RuntimeObjective:
@@ -83,6 +101,13 @@ class RuntimeObjective:
         self.timeout = timeout
         self.isolate = isolate
         self.last_result: dict[str, Any] | None = None
+        try:
+            self._blob = pickle.dumps(launch)
+        except Exception as exc:
+            raise CiqError(
+                f"the kernel launch cannot be sent to the evaluation process ({exc}); "
+                "define make_args/reference as module-level functions"
+            ) from None
 
     def evaluate(self, cubin_path: str | os.PathLike | None) -> dict[str, Any]:
         """The full :func:`~ciq_optuna.gpu.harness.evaluate` result (samples, environment)."""
@@ -91,7 +116,13 @@ class RuntimeObjective:
         if self.isolate:
             try:
                 result = run_isolated(
-                    evaluate, self.launch, str(self.baseline_cubin), cand, self.options, timeout=self.timeout
+                    _evaluate_blob,
+                    list(sys.path),
+                    self._blob,
+                    str(self.baseline_cubin),
+                    cand,
+                    self.options,
+                    timeout=self.timeout,
                 )
             except IsolatedFailure as exc:
                 raise translate_failure(exc) from None
