@@ -1,0 +1,406 @@
+"""Replay sampler searches on fully measured kernel_tuner GPU tuning spaces.
+
+Each run asks one sampler for up to ``--budget`` configurations of one dataset (every parameter
+is a ``suggest_categorical`` over its measured value list, in ``tune_params_keys`` order), looks
+the configuration up and tells Optuna the measured time.  A configuration that is absent from
+the cache or stored with an error string is a failed trial that still spends one evaluation.
+The samplers never know the budget, so one run to 400 evaluations gives every smaller budget
+from its best-so-far curve.  Every finished run is appended to a JSON-lines file at once, so a
+crash loses nothing and a rerun skips what is done.
+
+Usage (see BENCHMARKS.md for the exact commands and results)::
+
+    nice -n 10 python benchmarks/replay.py run --out benchmarks/results/replay_so.jsonl \
+        --samplers genetic,random --seeds 50 --budget 400 --jobs 2
+    python benchmarks/replay.py report --results benchmarks/results/replay_so.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+import optuna
+from optuna.trial import TrialState
+
+DATA_DIR = Path(
+    os.environ.get("CIQ_KT_DATA", Path(__file__).resolve().parents[2] / "shared/datasets/kernel_tuner")
+)
+DATASETS = ("convolution_A100", "convolution_MI250X", "dedispersion_MI250X", "gemm_RTX_3090")
+BUDGETS = (25, 50, 100, 200, 400)
+SO_SAMPLERS = ("genetic", "random", "tpe", "tpe_mv", "nsga2", "qmc")
+MO_SAMPLERS = ("make_sampler", "genetic_mo", "random", "tpe", "tpe_mv", "nsga2")
+
+
+@dataclass
+class Space:
+    """One kernel_tuner cache: parameter lists and the measured (time, compile_time) of valid configs."""
+
+    name: str
+    keys: list[str]
+    values: dict[str, list]
+    table: dict[tuple, tuple[float, float]] = field(repr=False)
+    cartesian: int = 0
+
+    @property
+    def sorted_times(self) -> np.ndarray:
+        return np.sort(np.array([t for t, _ in self.table.values()]))
+
+
+@lru_cache(maxsize=8)
+def load_space(name: str) -> Space:
+    """Load ``<name>.json.gz``; invalid (error-string) records are left out of the table."""
+    with gzip.open(DATA_DIR / f"{name}.json.gz", "rt") as fh:
+        data = json.load(fh)
+    keys = list(data["tune_params_keys"])
+    values = {k: list(data["tune_params"][k]) for k in keys}
+    lookup = {k: {str(v): v for v in values[k]} for k in keys}
+    table: dict[tuple, tuple[float, float]] = {}
+    for key, rec in data["cache"].items():
+        try:
+            t = float(rec["time"])
+        except (TypeError, ValueError):
+            continue
+        if not math.isfinite(t):
+            continue
+        parts = key.split(",")
+        try:
+            cfg = tuple(lookup[k][p] for k, p in zip(keys, parts))
+        except KeyError:
+            continue
+        table[cfg] = (t, float(rec.get("compile_time", "nan")))
+    cartesian = int(np.prod([len(values[k]) for k in keys]))
+    return Space(name, keys, values, table, cartesian)
+
+
+def random_expectation(sorted_times: np.ndarray, n_total: int, budget: int) -> float:
+    """Exact E[best time] of ``budget`` draws without replacement from ``n_total`` configurations.
+
+    Valid times are ranked 1..V, invalid configurations rank after them.  P(best rank >= i) =
+    C(N-i+1, B)/C(N, B).  A search that finds no valid configuration scores the worst valid time
+    (the same rule is applied to the samplers' runs).
+    """
+    v = len(sorted_times)
+    i = np.arange(1, v + 2)
+    # log C(N-i+1, B) - log C(N, B), computed with lgamma for stability.
+    lg = np.vectorize(math.lgamma)
+
+    def log_comb(n: np.ndarray, k: int) -> np.ndarray:
+        n = n.astype(float)
+        out = np.full(n.shape, -np.inf)
+        ok = n >= k
+        out[ok] = lg(n[ok] + 1) - lg(k + 1) - lg(n[ok] - k + 1)
+        return out
+
+    surv = np.exp(log_comb(n_total - i + 1, budget) - log_comb(np.array([n_total]), budget)[0])
+    p_rank = surv[:-1] - surv[1:]  # P(best rank == i) for i = 1..V
+    p_none = surv[-1]
+    return float(np.dot(p_rank, sorted_times) + p_none * sorted_times[-1])
+
+
+def build_sampler(name: str, seed: int, n_objectives: int = 1) -> optuna.samplers.BaseSampler:
+    """The samplers compared in the benchmark, by short name."""
+    s = optuna.samplers
+    if name == "genetic":
+        from ciq_optuna.samplers import GeneticSampler
+
+        return GeneticSampler(seed=seed)
+    if name in ("make_sampler", "genetic_mo"):
+        from ciq_optuna.samplers import GeneticSampler, make_sampler
+
+        if name == "genetic_mo":
+            return GeneticSampler(seed=seed)
+        return make_sampler(n_objectives, seed=seed)
+    if name == "random":
+        return s.RandomSampler(seed=seed)
+    if name == "tpe":
+        return s.TPESampler(seed=seed)
+    if name == "tpe_mv":
+        return s.TPESampler(seed=seed, multivariate=True)
+    if name == "nsga2":
+        return s.NSGAIISampler(seed=seed)
+    if name == "qmc":
+        return s.QMCSampler(seed=seed)
+    if name == "gp":
+        return s.GPSampler(seed=seed)
+    raise SystemExit(f"error: unknown sampler {name!r}")
+
+
+def replay(
+    space: Space, sampler: optuna.samplers.BaseSampler, n_trials: int, n_objectives: int = 1
+) -> tuple[list, float]:
+    """Run ``n_trials`` ask/tell steps; returns the per-trial results (None = failed) and the
+    seconds spent outside the table look-up (the sampler's own time plus Optuna's)."""
+    directions = ["minimize"] * n_objectives
+    study = optuna.create_study(directions=directions, sampler=sampler)
+    out: list = []
+    spent = 0.0
+    for _ in range(n_trials):
+        t0 = time.perf_counter()
+        trial = study.ask()
+        try:
+            cfg = tuple(trial.suggest_categorical(k, space.values[k]) for k in space.keys)
+        except optuna.TrialPruned:
+            study.tell(trial, state=TrialState.PRUNED)
+            break
+        t1 = time.perf_counter()
+        rec = space.table.get(cfg)
+        t2 = time.perf_counter()
+        if rec is None:
+            study.tell(trial, state=TrialState.FAIL)
+            out.append(None)
+        else:
+            value = rec[0] if n_objectives == 1 else list(rec[:n_objectives])
+            study.tell(trial, value)
+            out.append(value)
+        spent += (t1 - t0) + (time.perf_counter() - t2)
+        if study._stop_flag:
+            break
+    return out, spent
+
+
+def _job(args: tuple) -> dict:
+    dataset, sampler_name, seed, budget, n_obj = args
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    warnings.simplefilter("ignore")
+    space = load_space(dataset)
+    sampler = build_sampler(sampler_name, seed, n_obj)
+    results, spent = replay(space, sampler, budget, n_obj)
+    return {
+        "dataset": dataset,
+        "sampler": sampler_name,
+        "seed": seed,
+        "n_objectives": n_obj,
+        "results": results,
+        "seconds": spent,
+    }
+
+
+def _done(path: Path) -> set[tuple]:
+    done = set()
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            done.add((r["dataset"], r["sampler"], r["seed"], r["n_objectives"]))
+    return done
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = _done(out)
+    jobs = [
+        (d, s, seed, args.budget, args.objectives)
+        for seed in range(args.seed0, args.seed0 + args.seeds)
+        for s in args.samplers.split(",")
+        for d in args.datasets.split(",")
+        if (d, s, seed, args.objectives) not in done
+    ]
+    print(f"{len(jobs)} runs to do, {len(done)} already in {out}", flush=True)
+    t0 = time.time()
+    with out.open("a") as fh:
+        if args.jobs <= 1:
+            it: Iterable[dict] = map(_job, jobs)
+        else:
+            pool = get_context("fork").Pool(args.jobs, maxtasksperchild=20)
+            it = pool.imap_unordered(_job, jobs)
+        for n, r in enumerate(it, 1):
+            fh.write(json.dumps(r) + "\n")
+            fh.flush()
+            if n % 10 == 0 or n == len(jobs):
+                print(f"{n}/{len(jobs)} runs, {time.time() - t0:.0f} s", flush=True)
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def best_curve(results: list, worst: float) -> np.ndarray:
+    """Best-so-far time after each evaluation; ``worst`` until a valid one is found.  A run that
+    stopped early (space exhausted) keeps its last best for the remaining budget."""
+    vals = np.array([worst if r is None else min(float(r), worst) for r in results] or [worst])
+    return np.minimum.accumulate(vals)
+
+
+def at_budget(curve: np.ndarray, b: int) -> float:
+    return float(curve[min(b, len(curve)) - 1])
+
+
+def so_table(rows: list[dict], budgets: Iterable[int] = BUDGETS) -> dict:
+    """Per dataset and sampler: mean score, fraction of optimum and failed rate per budget."""
+    out: dict = {}
+    exp_cache: dict = {}
+    for r in rows:
+        if r["n_objectives"] != 1:
+            continue
+        sp = load_space(r["dataset"])
+        st = sp.sorted_times
+        curve = best_curve(r["results"], float(st[-1]))
+        d = out.setdefault(r["dataset"], {}).setdefault(r["sampler"], {})
+        for b in budgets:
+            key = (r["dataset"], b)
+            if key not in exp_cache:
+                exp_cache[key] = random_expectation(st, sp.cartesian, b)
+            e = exp_cache[key]
+            best = at_budget(curve, b)
+            used = r["results"][:b]
+            cell = d.setdefault(b, {"score": [], "frac": [], "fail": [], "seconds": []})
+            cell["score"].append((e - best) / (e - st[0]))
+            cell["frac"].append(st[0] / best)
+            cell["fail"].append(sum(x is None for x in used) / max(1, len(used)))
+        d.setdefault("seconds", []).append(r["seconds"] / max(1, len(r["results"])))
+    return out
+
+
+def hv2d(points: np.ndarray, ref: np.ndarray) -> float:
+    """Hypervolume of 2-D minimisation points below ``ref``."""
+    pts = points[np.all(points < ref, axis=1)]
+    if len(pts) == 0:
+        return 0.0
+    pts = pts[np.lexsort((pts[:, 1], pts[:, 0]))]
+    hv, y_prev = 0.0, ref[1]
+    for x, y in pts:
+        if y < y_prev:
+            hv += (ref[0] - x) * (y_prev - y)
+            y_prev = y
+    return hv
+
+
+def mo_reference(space: Space) -> tuple[np.ndarray, np.ndarray, float]:
+    """Normalisation (ideal, nadir of all valid points) and the true front's hypervolume in the
+    normalised [0, 1.1]^2 box (reference point 1.1, 1.1)."""
+    pts = np.array(list(space.table.values()))
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    norm = (pts - lo) / np.where(hi > lo, hi - lo, 1.0)
+    return lo, hi, hv2d(norm, np.array([1.1, 1.1]))
+
+
+def mo_table(rows: list[dict], budgets: Iterable[int] = BUDGETS) -> dict:
+    """Per dataset and sampler: mean hypervolume ratio (found / true front) per budget."""
+    out: dict = {}
+    refs: dict = {}
+    for r in rows:
+        if r["n_objectives"] != 2:
+            continue
+        sp = load_space(r["dataset"])
+        if r["dataset"] not in refs:
+            refs[r["dataset"]] = mo_reference(sp)
+        lo, hi, hv_true = refs[r["dataset"]]
+        d = out.setdefault(r["dataset"], {}).setdefault(r["sampler"], {})
+        for b in budgets:
+            used = [x for x in r["results"][:b] if x is not None]
+            hv = 0.0
+            if used:
+                norm = (np.array(used) - lo) / np.where(hi > lo, hi - lo, 1.0)
+                hv = hv2d(norm, np.array([1.1, 1.1]))
+            cell = d.setdefault(b, {"hv": [], "fail": []})
+            cell["hv"].append(hv / hv_true)
+            cell["fail"].append(sum(x is None for x in r["results"][:b]) / max(1, min(b, len(r["results"]))))
+    return out
+
+
+def _load_rows(paths: list[str]) -> list[dict]:
+    rows = []
+    for p in paths:
+        for line in Path(p).read_text().splitlines():
+            if line.strip():
+                rows.append(json.loads(line))
+    return rows
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    rows = _load_rows(args.results)
+    lines: list[str] = []
+    so = so_table(rows)
+    metric_names: list[tuple[str, str, Callable]] = [
+        ("score", "methodology score (mean over seeds)", lambda v: f"{np.mean(v):.3f}"),
+        ("frac", "fraction of optimum (mean)", lambda v: f"{np.mean(v):.3f}"),
+        ("fail", "failed-evaluation rate (mean)", lambda v: f"{np.mean(v):.2f}"),
+    ]
+    for metric, title, fmt in metric_names:
+        if not so:
+            break
+        lines.append(f"\n**{title}**\n")
+        lines.append("| dataset | sampler | seeds | " + " | ".join(str(b) for b in BUDGETS) + " |")
+        lines.append("|---|---|---|" + "---|" * len(BUDGETS))
+        for ds in sorted(so):
+            for sname in [s for s in (*SO_SAMPLERS, "gp") if s in so[ds]]:
+                d = so[ds][sname]
+                n = len(d[BUDGETS[0]]["score"])
+                cells = [fmt(d[b][metric]) if b in d else "" for b in BUDGETS]
+                lines.append(f"| {ds} | {sname} | {n} | " + " | ".join(cells) + " |")
+    mo = mo_table(rows)
+    if mo:
+        lines.append("\n**hypervolume / true front's hypervolume (mean over seeds)**\n")
+        lines.append("| dataset | sampler | seeds | " + " | ".join(str(b) for b in BUDGETS) + " |")
+        lines.append("|---|---|---|" + "---|" * len(BUDGETS))
+        for ds in sorted(mo):
+            for sname in [s for s in MO_SAMPLERS if s in mo[ds]]:
+                d = mo[ds][sname]
+                n = len(d[BUDGETS[0]]["hv"])
+                cells = [f"{np.mean(d[b]['hv']):.3f}" for b in BUDGETS]
+                lines.append(f"| {ds} | {sname} | {n} | " + " | ".join(cells) + " |")
+    print("\n".join(lines))
+
+
+def cmd_timing(args: argparse.Namespace) -> None:
+    """Sampler time per trial (ask + suggest + tell, in-memory storage) on one dataset."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    warnings.simplefilter("ignore")
+    space = load_space(args.dataset)
+    out = Path(args.out)
+    for name in args.samplers.split(","):
+        for n in [int(x) for x in args.trials.split(",")]:
+            results, spent = replay(space, build_sampler(name, 0), n)
+            rec = {
+                "sampler": name,
+                "dataset": args.dataset,
+                "trials": len(results),
+                "ms_per_trial": 1000 * spent / len(results),
+            }
+            print(json.dumps(rec), flush=True)
+            with out.open("a") as fh:
+                fh.write(json.dumps(rec) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run replays, append to a JSON-lines file")
+    r.add_argument("--out", required=True)
+    r.add_argument("--datasets", default=",".join(DATASETS))
+    r.add_argument("--samplers", default=",".join(SO_SAMPLERS))
+    r.add_argument("--seeds", type=int, default=50)
+    r.add_argument("--seed0", type=int, default=0)
+    r.add_argument("--budget", type=int, default=400)
+    r.add_argument("--objectives", type=int, default=1, choices=(1, 2))
+    r.add_argument("--jobs", type=int, default=2)
+    p = sub.add_parser("report", help="markdown tables from result files")
+    p.add_argument("--results", nargs="+", required=True)
+    t = sub.add_parser("timing", help="sampler time per trial")
+    t.add_argument("--dataset", default="gemm_RTX_3090")
+    t.add_argument("--samplers", default="genetic,nsga2,random")
+    t.add_argument("--trials", default="1000,5000")
+    t.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    if args.cmd == "run" and args.jobs > 2:
+        sys.exit("error: at most 2 parallel jobs on this shared machine")
+    {"run": cmd_run, "report": cmd_report, "timing": cmd_timing}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()

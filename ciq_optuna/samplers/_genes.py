@@ -1,0 +1,167 @@
+"""Gene codes and operators: one gene per Optuna distribution.
+
+Every parameter value is coded as a float so a population is a numpy matrix:
+- ``ord``: an ordered discrete gene (integers, stepped floats, categoricals whose choices are all
+  numbers), coded by the index of the value in sorted order; mutation moves to neighbours more
+  often than to far values;
+- ``cat``: an unordered categorical (strings, booleans, mixed), coded by the choice index;
+  mutation re-draws another choice, which toggles a two-state (on/off, passed/not passed) gene;
+- ``cont``: a continuous float or a log-scaled integer, coded by its position in [0, 1] of the
+  transformed (log when ``log=True``) range; mutation is Gaussian in that space.
+A parameter absent from a trial (a conditional parameter) is coded NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+
+# Discrete ranges larger than this are handled as continuous positions.
+_MAX_ORD = 1_000_000
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+class Gene:
+    """Coding and operators of one parameter."""
+
+    __slots__ = ("name", "dist", "kind", "n", "choices", "order", "rank", "sigma")
+
+    def __init__(self, name: str, dist: BaseDistribution) -> None:
+        self.name = name
+        self.dist = dist
+        self.choices: list[Any] = []
+        self.order: list[int] = []
+        self.rank: dict[int, int] = {}
+        if isinstance(dist, CategoricalDistribution):
+            self.choices = list(dist.choices)
+            self.n = len(self.choices)
+            if self.n > 2 and all(_is_number(c) for c in self.choices):
+                self.kind = "ord"
+                self.order = sorted(range(self.n), key=lambda i: self.choices[i])
+                self.rank = {ci: r for r, ci in enumerate(self.order)}
+            else:
+                self.kind = "cat"
+        elif isinstance(dist, IntDistribution) and not dist.log:
+            self.n = (dist.high - dist.low) // dist.step + 1
+            self.kind = "ord" if self.n <= _MAX_ORD else "cont"
+        elif isinstance(dist, FloatDistribution) and dist.step is not None:
+            self.n = int(round((dist.high - dist.low) / dist.step)) + 1
+            self.kind = "ord" if self.n <= _MAX_ORD else "cont"
+        else:
+            self.kind = "cont"
+            self.n = 0 if isinstance(dist, FloatDistribution) else dist.high - dist.low + 1
+        # Typical mutation step: ~10% of the range, at least one neighbour.
+        self.sigma = max(1.0, 0.1 * self.n) if self.kind == "ord" else 0.1
+
+    @property
+    def size(self) -> float:
+        """Number of distinct values (inf for a continuous float)."""
+        if self.kind == "cont":
+            return math.inf if isinstance(self.dist, FloatDistribution) else float(self.n)
+        return float(self.n)
+
+    def encode(self, value: Any) -> float:
+        d = self.dist
+        if isinstance(d, CategoricalDistribution):
+            try:
+                idx = d.to_internal_repr(value)
+            except ValueError:
+                return math.nan
+            return float(self.rank[int(idx)]) if self.kind == "ord" else float(idx)
+        if self.kind == "ord":
+            step = d.step if d.step is not None else 1
+            return float(round((value - d.low) / step))
+        lo, hi, v = float(d.low), float(d.high), float(value)
+        if d.log:
+            lo, hi, v = math.log(lo), math.log(hi), math.log(max(v, float(d.low)))
+        return 0.0 if hi <= lo else min(1.0, max(0.0, (v - lo) / (hi - lo)))
+
+    def decode(self, code: float) -> Any:
+        d = self.dist
+        if isinstance(d, CategoricalDistribution):
+            i = int(code)
+            return self.choices[self.order[i] if self.kind == "ord" else i]
+        if self.kind == "ord":
+            i = int(code)
+            if isinstance(d, IntDistribution):
+                return d.low + i * d.step
+            return min(float(d.high), d.low + i * d.step)
+        lo, hi = float(d.low), float(d.high)
+        if d.log:
+            v = math.exp(math.log(lo) + code * (math.log(hi) - math.log(lo)))
+        else:
+            v = lo + code * (hi - lo)
+        if isinstance(d, IntDistribution):
+            return int(min(d.high, max(d.low, round(v))))
+        return min(hi, max(lo, v))
+
+    def snap(self, codes: np.ndarray) -> np.ndarray:
+        """Codes moved onto the value they decode to, so equal values have equal codes (only
+        log-scaled or huge integer ranges need it; other codes are exact already)."""
+        d = self.dist
+        if self.kind != "cont" or not isinstance(d, IntDistribution):
+            return codes
+        lo, hi = (math.log(d.low), math.log(d.high)) if d.log else (float(d.low), float(d.high))
+        if hi <= lo:
+            return np.zeros_like(codes)
+        v = lo + codes * (hi - lo)
+        v = np.round(np.exp(v)) if d.log else np.round(v)
+        v = np.clip(v, d.low, d.high)
+        return ((np.log(v) if d.log else v) - lo) / (hi - lo)
+
+    def random_codes(self, rng: np.random.RandomState, m: int) -> np.ndarray:
+        if self.kind == "cont":
+            return rng.uniform(0.0, 1.0, m)
+        return rng.randint(0, max(1, self.n), m).astype(float)
+
+    def mutate(self, codes: np.ndarray, rng: np.random.RandomState, strength: float) -> np.ndarray:
+        """Mutated copies of ``codes`` (never NaN); ``strength`` scales the step (1 = normal)."""
+        m = len(codes)
+        missing = np.isnan(codes)
+        base = np.where(missing, self.random_codes(rng, m), codes)
+        if self.kind == "cont":
+            new = base + rng.normal(0.0, self.sigma * strength, m)
+            new = np.abs(new)
+            new = np.where(new > 1.0, 2.0 - new, new)
+            return np.clip(new, 0.0, 1.0)
+        if self.n <= 1:
+            return np.zeros(m)
+        if self.kind == "cat":
+            return (base + rng.randint(1, self.n, m)) % self.n
+        step = np.ceil(np.abs(rng.normal(0.0, self.sigma * strength, m)))
+        step = np.maximum(step, 1.0) * np.where(rng.rand(m) < 0.5, -1.0, 1.0)
+        new = base + step
+        new = np.where(new < 0, base - step, new)
+        new = np.where(new > self.n - 1, base - step, new)
+        new = np.clip(new, 0, self.n - 1)
+        # One in ten ordered mutations is a uniform re-draw, so far values stay reachable.
+        far = rng.rand(m) < 0.1
+        return np.where(far, rng.randint(0, self.n, m).astype(float), new)
+
+    def distance(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Per-gene distance in [0, 1] between code arrays (broadcasting); NaN vs value = 1."""
+        if self.kind == "cat":
+            d = (a != b).astype(float)
+        elif self.kind == "cont":
+            d = np.abs(a - b)
+        else:
+            d = np.abs(a - b) / max(1, self.n - 1)
+        na, nb = np.isnan(a), np.isnan(b)
+        d = np.where(na | nb, 1.0, d)
+        return np.where(na & nb, 0.0, d)
+
+
+def compatible(old: BaseDistribution, new: BaseDistribution) -> bool:
+    """Whether codes made for ``old`` mean the same values under ``new``."""
+    return old == new

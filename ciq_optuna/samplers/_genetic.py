@@ -1,0 +1,597 @@
+"""GeneticSampler: an elitist genetic sampler for discrete, failure-prone tuning spaces."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from optuna.distributions import BaseDistribution
+from optuna.exceptions import TrialPruned
+from optuna.samplers import BaseGASampler, RandomSampler
+from optuna.study import Study, StudyDirection
+from optuna.study._multi_objective import _fast_non_domination_rank
+from optuna.trial import FrozenTrial, TrialState
+
+from ciq_optuna.samplers._genes import Gene
+
+_LOG = logging.getLogger("ciq_optuna.samplers")
+
+CROSSOVERS = ("uniform", "onepoint", "twopoint", "none")
+_KEY_ATTR = "GeneticSampler:key"
+_POOL_ATTR = "GeneticSampler:pool_size"
+_N_CANDIDATES = 16
+_MIN_FRESH = 6
+_SURROGATE_WINDOW = 256
+_ENUMERATE_LIMIT = 200_000
+
+
+class _Exhausted:
+    """Marker plan: no unseen configuration is left."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+class GeneticSampler(BaseGASampler):
+    """Elitist (mu + lambda) genetic sampler with storage-side generation bookkeeping.
+
+    How it searches: generation 0 is ``pool_size`` random (never repeated) configurations plus
+    any enqueued trials.  Each later trial is a child of the ``survivors`` best finished trials:
+    two parents chosen by binary tournament, crossover of kind ``crossover``, then mutation of each
+    gene with probability ``mutate_rate`` (at least one gene changes).  Sixteen unseen children are
+    made and a nearest-neighbour model of the evaluated trials (failures count as worst) picks the
+    one that looks best, so failure regions are learnt and avoided.  Parents are chosen from all
+    trials finished when the child is made (steady state), so parallel workers never wait.
+
+    Gene operators per distribution: integers, stepped floats and categoricals whose choices are
+    all numbers are ordered (neighbours are likelier than far values, one mutation in ten is a
+    uniform re-draw); other categoricals re-draw another choice (a two-state on/off or "not
+    passed" gene toggles); floats and log integers move by a Gaussian in their (log) transformed
+    range.  Conditional parameters (suggested in some trials only) are genes that may be absent;
+    the sampler learns which earlier parameter value switches each one on, so configurations are
+    compared on the parameters that are actually used.
+
+    Duplicates: a configuration already in the study (finished, running in any worker, or waiting
+    in the queue) is never proposed.  When no unseen configuration is left the sampler logs a
+    warning, calls ``study.stop()`` (inside ``study.optimize``) and raises
+    ``optuna.TrialPruned`` from the first ``suggest_*`` call of the trial, so ``study.optimize``
+    ends cleanly with that trial PRUNED and nothing evaluated twice.
+
+    Generations: trial number ``n`` belongs to generation ``n // pool_size`` (trial numbers are
+    assigned by the storage, so N workers on one study behave like one and every generation holds
+    exactly ``pool_size`` trials).  Trials enqueued before the search starts take the first numbers
+    and so join generation 0.  The generation is written to the trial's user attribute
+    ``generation``.  Failed trials (FAIL, NaN values) rank below every complete trial.
+
+    Defaults, from the size of the search space seen in the first finished trial (``bits`` =
+    log2 of the number of distinct configurations, floats counted as 1024 values):
+    ``pool_size = clip(round(1.5 * bits), 8, 40)``, ``survivors = max(2, pool_size // 3)``,
+    ``mutate_rate = 1 / number of genes``.  The first resolved pool size is stored in the study so
+    every worker uses the same one.
+
+    Multi-objective studies are ranked by non-dominated sorting then crowding distance
+    (NSGA-II's order); :func:`ciq_optuna.samplers.make_sampler` picks the sampler per study.
+
+    Args:
+        pool_size: candidates per generation (population size).
+        survivors: number of best trials kept as parents.
+        mutate_rate: per-gene mutation probability.
+        crossover: ``"uniform"``, ``"onepoint"``, ``"twopoint"`` or ``"none"`` (mutation only).
+        crossover_prob: probability that a child is a crossover of two parents.
+        seed: random seed.
+    """
+
+    def __init__(
+        self,
+        *,
+        pool_size: int | None = None,
+        survivors: int | None = None,
+        mutate_rate: float | None = None,
+        crossover: str = "uniform",
+        crossover_prob: float = 0.5,
+        seed: int | None = None,
+    ) -> None:
+        if pool_size is not None and pool_size < 2:
+            raise ValueError("pool_size must be at least 2")
+        if survivors is not None and survivors < 1:
+            raise ValueError("survivors must be at least 1")
+        if mutate_rate is not None and not 0.0 < mutate_rate <= 1.0:
+            raise ValueError("mutate_rate must be in (0, 1]")
+        if crossover not in CROSSOVERS:
+            raise ValueError(f"crossover must be one of {', '.join(CROSSOVERS)}, not {crossover!r}")
+        if not 0.0 <= crossover_prob <= 1.0:
+            raise ValueError("crossover_prob must be in [0, 1]")
+        super().__init__(population_size=pool_size)
+        self._pool_arg = pool_size
+        self._survivors_arg = survivors
+        self._mutate_arg = mutate_rate
+        self._crossover = crossover
+        self._crossover_prob = crossover_prob
+        self._seed = seed
+        self._rng = np.random.RandomState(seed)
+        self._random = RandomSampler(seed=None if seed is None else seed + 1)
+        self._n_candidates = _N_CANDIDATES
+        self._lock = threading.RLock()
+        self._plans: dict[int, dict[str, Any] | _Exhausted] = {}
+        self._reset(None)
+
+    # ------------------------------------------------------------------ public knobs
+
+    @property
+    def pool_size(self) -> int | None:
+        """Candidates per generation (None until resolved from the first finished trial)."""
+        return self.population_size
+
+    def reseed_rng(self) -> None:
+        self._rng = np.random.RandomState()
+        self._random.reseed_rng()
+
+    # ------------------------------------------------------------------ study cache
+
+    def _reset(self, study_id: int | None) -> None:
+        self._study_id = study_id
+        self._genes: dict[str, Gene] = {}
+        self._names: list[str] = []
+        self._index: dict[str, int] = {}
+        self._seen_upto = 0
+        self._pending: list[int] = []
+        self._x = np.full((256, 16), math.nan)
+        self._v = np.full((256, 1), math.nan)
+        self._n = 0
+        self._keys: set[tuple] = set()
+        self._keys_d = 0
+        self._rules: list[tuple[int, int, np.ndarray]] = []
+        self._rules_n = -1
+        self._order_cache: tuple[int, np.ndarray] = (-1, np.empty(0, dtype=int))
+        self._tables_d = -1
+        self._fail_tab: dict[int, np.ndarray] = {}
+        self._n_failed = 0
+
+    def _gene_for(self, name: str, dist: BaseDistribution) -> None:
+        if name in self._genes:
+            return
+        self._genes[name] = Gene(name, dist)
+        self._index[name] = len(self._names)
+        self._names.append(name)
+        if len(self._names) > self._x.shape[1]:
+            grown = np.full((self._x.shape[0], 2 * self._x.shape[1]), math.nan)
+            grown[:, : self._x.shape[1]] = self._x
+            self._x = grown
+
+    def _encode(self, params: dict[str, Any]) -> np.ndarray:
+        row = np.full(len(self._names), math.nan)
+        for name, value in params.items():
+            j = self._index.get(name)
+            if j is not None:
+                row[j] = self._genes[name].encode(value)
+        return row
+
+    def _add_row(self, params: dict[str, Any], values: np.ndarray) -> None:
+        if self._n == self._x.shape[0]:
+            grown = np.full((2 * self._x.shape[0], self._x.shape[1]), math.nan)
+            grown[: self._n] = self._x
+            self._x = grown
+            grown_v = np.full((2 * self._v.shape[0], self._v.shape[1]), math.nan)
+            grown_v[: self._n] = self._v
+            self._v = grown_v
+        if values.shape[0] != self._v.shape[1]:
+            self._v = np.full((self._x.shape[0], values.shape[0]), math.nan)
+        row = self._encode(params)
+        self._x[self._n, : len(row)] = row
+        self._v[self._n] = values
+        self._n += 1
+        failed = bool(np.isnan(values[0]))
+        self._n_failed += failed
+        for j in np.where(~np.isnan(row))[0]:
+            g = self._genes[self._names[j]]
+            if g.kind == "cont" or g.n > _MAX_TABLE:
+                continue
+            tab = self._fail_tab.get(j)
+            if tab is None:
+                tab = self._fail_tab[j] = np.zeros((2, g.n))
+            tab[0, int(row[j])] += failed
+            tab[1, int(row[j])] += 1
+        if self._keys_d == len(self._names):
+            self._keys.update(_keys(row[None, :]))
+
+    def _taken_finished(self) -> set[tuple]:
+        d = len(self._names)
+        if self._keys_d != d:
+            self._keys = set(_keys(self._x[: self._n, :d]))
+            self._keys_d = d
+        return self._keys
+
+    def _sync(self, study: Study) -> list[FrozenTrial]:
+        trials = study._get_trials(deepcopy=False, use_cache=True)
+        if self._study_id != study._study_id or len(trials) < self._seen_upto:
+            self._reset(study._study_id)
+        numbers = [*self._pending, *range(self._seen_upto, len(trials))]
+        pending = []
+        n_obj = len(study.directions)
+        signs = np.array([1.0 if d == StudyDirection.MINIMIZE else -1.0 for d in study.directions])
+        for n in numbers:
+            t = trials[n]
+            for name, dist in t.distributions.items():
+                self._gene_for(name, dist)
+            if not t.state.is_finished():
+                pending.append(n)
+                continue
+            if not t.params:
+                continue
+            vals = np.full(n_obj, math.nan)
+            if t.state == TrialState.COMPLETE and t.values is not None and len(t.values) == n_obj:
+                v = signs * np.asarray(t.values, dtype=float)
+                if np.isfinite(v).all():
+                    vals = v
+            self._add_row(t.params, vals)
+        self._pending = pending
+        self._seen_upto = len(trials)
+        return trials
+
+    def _tables(self) -> None:
+        """Per-gene arrays used by the vectorised operators."""
+        d = len(self._names)
+        if self._tables_d == d:
+            return
+        genes = [self._genes[n] for n in self._names]
+        self._kind = np.array([_KINDS[g.kind] for g in genes])
+        self._size = np.array([g.size for g in genes])
+        self._nval = np.array([float(max(g.n, 1)) if g.kind != "cont" else 1.0 for g in genes])
+        self._sigma = np.array([g.sigma for g in genes])
+        self._scale = np.where(self._kind == 0, 1.0 / np.maximum(1.0, self._nval - 1), 1.0)
+        self._mutable = np.array([g.size > 1 for g in genes])
+        self._snap_cols = [j for j, g in enumerate(genes) if g.kind == "cont" and g.n]
+        self._tables_d = d
+
+    # ------------------------------------------------------------------ defaults
+
+    def _resolve_defaults(self, study: Study) -> int | None:
+        if self.population_size is not None:
+            return self.population_size
+        stored = study._storage.get_study_system_attrs(study._study_id).get(_POOL_ATTR)
+        if stored is None:
+            if not self._genes:
+                return None
+            bits = sum(math.log2(min(g.size, 1024.0)) for g in self._genes.values() if g.size > 1)
+            stored = int(min(40, max(8, round(1.5 * bits))))
+            study._storage.set_study_system_attr(study._study_id, _POOL_ATTR, stored)
+        self.population_size = int(stored)
+        return self.population_size
+
+    def _survivors(self) -> int:
+        if self._survivors_arg is not None:
+            return self._survivors_arg
+        return max(2, (self.population_size or 8) // 3)
+
+    # ------------------------------------------------------------------ conditional parameters
+
+    def _learn_activation(self) -> None:
+        """For each parameter absent from some trials, find an earlier parameter whose values
+        decide whether it is suggested (e.g. ``x.passed`` for ``x``)."""
+        if self._rules_n == self._n:
+            return
+        self._rules_n = self._n
+        d = len(self._names)
+        x = self._x[: self._n, :d]
+        present = ~np.isnan(x)
+        self._rules = []
+        for j in np.where(~present.all(axis=0) & present.any(axis=0))[0]:
+            pj = present[:, j]
+            for q in range(j - 1, -1, -1):
+                if not present[pj, q].all():
+                    continue
+                on = np.unique(x[pj, q])
+                off = np.unique(x[~pj & present[:, q], q])
+                if len(off) and not np.isin(on, off).any():
+                    self._rules.append((int(j), q, off))
+                    break
+
+    def _project(self, codes: np.ndarray) -> np.ndarray:
+        """Genomes with the parameters that would not be suggested set to NaN."""
+        for j, q, off in self._rules:
+            q_codes = codes[:, q]
+            codes[np.isnan(q_codes) | np.isin(q_codes, off), j] = math.nan
+        return codes
+
+    def _decode(self, row: np.ndarray) -> dict[str, Any]:
+        return {
+            name: self._genes[name].decode(row[j])
+            for j, name in enumerate(self._names)
+            if not math.isnan(row[j])
+        }
+
+    # ------------------------------------------------------------------ fitness
+
+    def _order(self) -> np.ndarray:
+        """Row indices of complete trials, best first (NSGA-II order for several objectives)."""
+        if self._order_cache[0] == self._n:
+            return self._order_cache[1]
+        v = self._v[: self._n]
+        ok = np.where(~np.isnan(v[:, 0]))[0]
+        if len(ok) == 0 or v.shape[1] == 1:
+            order = ok[np.argsort(v[ok, 0], kind="stable")]
+        else:
+            vo = v[ok]
+            ranks = _fast_non_domination_rank(vo)
+            crowd = np.zeros(len(ok))
+            for r in np.unique(ranks):
+                m = np.where(ranks == r)[0]
+                crowd[m] = _crowding(vo[m])
+            order = ok[np.lexsort((-crowd, ranks))]
+        self._order_cache = (self._n, order)
+        return order
+
+    # ------------------------------------------------------------------ Optuna hooks
+
+    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        return {}
+
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        return {}
+
+    def select_parent(self, study: Study, generation: int) -> list[FrozenTrial]:
+        """The survivors among complete trials of generations before ``generation``."""
+        with self._lock:
+            trials = self._sync(study)
+            pool = self._resolve_defaults(study) or 1
+            done = [
+                t
+                for t in trials
+                if t.state == TrialState.COMPLETE and t.number // pool < generation and t.values
+            ]
+            signs = [1.0 if d == StudyDirection.MINIMIZE else -1.0 for d in study.directions]
+            done.sort(key=lambda t: [s * v for s, v in zip(signs, t.values, strict=True)])
+            return done[: self._survivors()]
+
+    def get_trial_generation(self, study: Study, trial: FrozenTrial) -> int:
+        """Generation of a trial: its number divided by the pool size."""
+        pool = self._resolve_defaults(study)
+        return 0 if pool is None else trial.number // pool
+
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        with self._lock:
+            self._random.before_trial(study, trial)
+            trials = self._sync(study)
+            if not self._genes:
+                return
+            pool = self._resolve_defaults(study) or 1
+            fixed = trial.system_attrs.get("fixed_params") or {}
+            taken = set(self._taken_finished())
+            for n in self._pending:
+                t = trials[n]
+                if t.number != trial.number:
+                    taken.update(_keys(self._encode(self._running_params(t))[None, :]))
+            self._learn_activation()
+            self._tables()
+            plan = self._plan(trial.number // pool, fixed, taken)
+            self._plans[trial._trial_id] = plan
+            if isinstance(plan, _Exhausted):
+                _LOG.warning(plan.message)
+                try:
+                    study.stop()
+                except RuntimeError:
+                    pass
+                return
+            study._storage.set_trial_system_attr(trial._trial_id, _KEY_ATTR, json.dumps(plan))
+
+    @staticmethod
+    def _running_params(t: FrozenTrial) -> dict[str, Any]:
+        stored = t.system_attrs.get(_KEY_ATTR)
+        if stored is not None:
+            return json.loads(stored)
+        return {**t.params, **(t.system_attrs.get("fixed_params") or {})}
+
+    def sample_independent(
+        self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
+    ) -> Any:
+        plan = self._plans.get(trial._trial_id)
+        if isinstance(plan, _Exhausted):
+            raise TrialPruned(plan.message)
+        if plan is not None and param_name in plan:
+            value = plan[param_name]
+            try:
+                if param_distribution._contains(param_distribution.to_internal_repr(value)):
+                    return value
+            except (ValueError, TypeError):
+                pass
+        return self._random.sample_independent(study, trial, param_name, param_distribution)
+
+    def after_trial(
+        self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None
+    ) -> None:
+        with self._lock:
+            self._plans.pop(trial._trial_id, None)
+            if self.population_size is None:
+                for name, dist in trial.distributions.items():
+                    self._gene_for(name, dist)
+            pool = self._resolve_defaults(study)
+        if pool is not None:
+            gen = trial.number // pool
+            study._storage.set_trial_user_attr(trial._trial_id, "generation", gen)
+            study._storage.set_trial_system_attr(trial._trial_id, self._get_generation_key(), gen)
+        self._random.after_trial(study, trial, state, values)
+
+    # ------------------------------------------------------------------ making children
+
+    def _plan(self, generation: int, fixed: dict[str, Any], taken: set[tuple]) -> dict[str, Any] | _Exhausted:
+        """The next configuration: a fresh random one in generation 0, else the most promising of
+        several fresh children (stronger mutation and random ones join when few are fresh)."""
+        fixed_row = self._encode(fixed)
+        fixed_cols = np.where(~np.isnan(fixed_row))[0]
+        order = self._order()
+        evolve = generation > 0 and len(order) > 0
+        pool: list[np.ndarray] = []
+        seen: set[tuple] = set()
+        last = None
+        for attempt in range(6):
+            if evolve and attempt < 4:
+                cands = self._children(order, self._n_candidates, strength=1.0 + attempt)
+            else:
+                cands = self._random_genomes(64 if attempt < 5 else 512)
+            for j in self._snap_cols:
+                cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
+            cands[:, fixed_cols] = fixed_row[fixed_cols]
+            cands = self._project(cands)
+            last = cands
+            for i, k in enumerate(_keys(cands)):
+                if k not in taken and k not in seen:
+                    seen.add(k)
+                    pool.append(cands[i])
+            if pool and (not evolve or len(pool) >= _MIN_FRESH or attempt >= 3):
+                break
+        if not pool:
+            if fixed and last is not None:
+                # The user fixed these values (enqueue_trial): run them even if seen before.
+                return {**self._decode(last[0]), **fixed}
+            return self._enumerate(taken)
+        if len(pool) == 1 or not evolve:
+            return self._decode(pool[0])
+        fresh = np.array(pool)
+        return self._decode(fresh[self._pick(fresh, order)])
+
+    def _enumerate(self, taken: set[tuple]) -> dict[str, Any] | _Exhausted:
+        total = float(np.prod(self._size))
+        if total > _ENUMERATE_LIMIT:
+            return _Exhausted(
+                "GeneticSampler: no unseen configuration found after repeated tries in a space of "
+                f"~{total:.3g} configurations; stopping the study."
+            )
+        grids = []
+        for name in self._names:
+            g = self._genes[name]
+            if g.kind == "cont":  # a log-scaled integer: every integer of its range
+                grids.append(np.array([g.encode(v) for v in range(g.dist.low, g.dist.high + 1)]))
+            else:
+                grids.append(np.arange(max(1, g.n), dtype=float))
+        mesh = np.stack(np.meshgrid(*grids, indexing="ij"), -1).reshape(-1, len(self._names))
+        mesh = self._project(mesh)
+        keys = _keys(mesh)
+        unseen = [i for i, k in enumerate(keys) if k not in taken]
+        if not unseen:
+            return _Exhausted(
+                f"GeneticSampler: all {len(set(keys))} distinct configurations of the search space "
+                "have been evaluated or are running; stopping the study."
+            )
+        return self._decode(mesh[unseen[self._rng.randint(len(unseen))]])
+
+    def _random_genomes(self, m: int) -> np.ndarray:
+        d = len(self._names)
+        u = self._rng.rand(m, d)
+        return np.where(self._kind == _KINDS["cont"], u, np.floor(u * self._nval))
+
+    def _children(self, order: np.ndarray, m: int, strength: float) -> np.ndarray:
+        """``m`` children of the survivors: tournament, crossover, mutation."""
+        rng = self._rng
+        d = len(self._names)
+        x = self._x[order[: self._survivors()], :d]
+        k = len(x)
+        pa = x[np.minimum(rng.randint(0, k, m), rng.randint(0, k, m))]  # rows sorted best first
+        pb = x[np.minimum(rng.randint(0, k, m), rng.randint(0, k, m))]
+        child = pa.copy()
+        if self._crossover != "none" and k > 1:
+            if self._crossover == "uniform":
+                mask = rng.rand(m, d) < 0.5
+            else:
+                cuts = np.sort(rng.randint(0, d + 1, (m, 2)), axis=1)
+                if self._crossover == "onepoint":
+                    cuts[:, 1] = d
+                cols = np.arange(d)
+                mask = (cols >= cuts[:, :1]) & (cols < cuts[:, 1:])
+            mask &= (rng.rand(m) < self._crossover_prob)[:, None] & ~np.isnan(pb)
+            child = np.where(mask, pb, pa)
+        mutable = np.where(self._mutable)[0]
+        if len(mutable) == 0:
+            return child
+        rate = self._mutate_arg if self._mutate_arg is not None else 1.0 / len(mutable)
+        mut = (rng.rand(m, d) < min(1.0, rate * strength)) & self._mutable
+        none = ~mut.any(axis=1)
+        mut[np.where(none)[0], rng.choice(mutable, int(none.sum()))] = True
+        return np.where(mut, self._mutate(child, strength), child)
+
+    def _mutate(self, x: np.ndarray, strength: float) -> np.ndarray:
+        """A mutated value for every gene of ``x`` (the caller keeps the ones it wants)."""
+        rng = self._rng
+        m, d = x.shape
+        base = np.where(np.isnan(x), self._random_genomes(m), x)
+        n = self._nval
+        # ordered: a signed step of at least one, mostly small; one in ten is a uniform re-draw
+        step = np.maximum(1.0, np.ceil(np.abs(rng.normal(0.0, 1.0, (m, d)) * self._sigma * strength)))
+        step *= np.where(rng.rand(m, d) < 0.5, -1.0, 1.0)
+        ordv = base + step
+        ordv = np.where((ordv < 0) | (ordv > n - 1), base - step, ordv)
+        ordv = np.clip(ordv, 0, n - 1)
+        ordv = np.where(rng.rand(m, d) < 0.1, np.floor(rng.rand(m, d) * n), ordv)
+        # categorical: another choice (a toggle for two states)
+        catv = (base + 1 + np.floor(rng.rand(m, d) * np.maximum(1, n - 1))) % n
+        # continuous: Gaussian in the transformed [0, 1] range, reflected at the ends
+        contv = np.abs(base + rng.normal(0.0, 0.1 * strength, (m, d)))
+        contv = np.clip(np.where(contv > 1.0, 2.0 - contv, contv), 0.0, 1.0)
+        return np.select([self._kind == 0, self._kind == 1], [ordv, catv], contv)
+
+    def _pick(self, cands: np.ndarray, order: np.ndarray) -> int:
+        """Index of the candidate whose nearest evaluated trials are best (failures worst)."""
+        d = len(self._names)
+        n = self._n
+        bad_all = np.ones(n)
+        bad_all[order] = np.arange(len(order)) / max(1, len(order))
+        idx = np.union1d(np.arange(max(0, n - _SURROGATE_WINDOW), n), order[: self._survivors()])
+        a, b = cands[:, None, :], self._x[idx, :d][None, :, :]
+        diff = np.abs(a - b)
+        dg = np.where(self._kind == 1, diff > 0, np.minimum(1.0, diff * self._scale))
+        na, nb = np.isnan(a), np.isnan(b)
+        dg = np.where(na | nb, np.where(na & nb, 0.0, 1.0), dg)
+        dist = dg.sum(axis=2)
+        bad = bad_all[idx]
+        k = min(3, len(idx))
+        near = np.argpartition(dist, k - 1, axis=1)[:, :k]
+        w = 1.0 / (np.take_along_axis(dist, near, axis=1) + 1e-3)
+        score = (bad[near] * w).sum(axis=1) / w.sum(axis=1) + self._fail_risk(cands)
+        return int(np.argmin(score + self._rng.uniform(0.0, 1e-6, len(score))))
+
+    def _fail_risk(self, cands: np.ndarray) -> np.ndarray:
+        """Highest smoothed failure rate among the candidate's gene values (failures cluster on
+        values such as too large blocks); the prior is the study's failure rate."""
+        risk = np.zeros(len(cands))
+        if not self._n_failed:
+            return risk
+        prior = self._n_failed / self._n
+        for j, tab in self._fail_tab.items():
+            c = cands[:, j]
+            ok = ~np.isnan(c)
+            if not ok.any():
+                continue
+            ci = c[ok].astype(int)
+            rate = (tab[0, ci] + 2.0 * prior) / (tab[1, ci] + 2.0)
+            risk[ok] = np.maximum(risk[ok], rate)
+        return risk
+
+
+_KINDS = {"ord": 0, "cat": 1, "cont": 2}
+_MAX_TABLE = 4096
+
+
+def _keys(codes: np.ndarray) -> list[tuple]:
+    """Hashable identity of each genome row (absent genes as -1)."""
+    return list(map(tuple, np.round(np.where(np.isnan(codes), -1.0, codes), 9).tolist()))
+
+
+def _crowding(v: np.ndarray) -> np.ndarray:
+    """NSGA-II crowding distance of the points of one front."""
+    n = len(v)
+    if n <= 2:
+        return np.full(n, math.inf)
+    c = np.zeros(n)
+    for j in range(v.shape[1]):
+        o = np.argsort(v[:, j])
+        span = v[o[-1], j] - v[o[0], j]
+        c[o[0]] = c[o[-1]] = math.inf
+        if span > 0:
+            c[o[1:-1]] += (v[o[2:], j] - v[o[:-2], j]) / span
+    return c

@@ -1,0 +1,77 @@
+"""The replay benchmark's scoring: exact random-search expectation, curves, hypervolume."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "replay.py"
+_spec = importlib.util.spec_from_file_location("replay", _PATH)
+replay = importlib.util.module_from_spec(_spec)
+sys.modules["replay"] = replay
+_spec.loader.exec_module(replay)
+
+
+def test_random_expectation_matches_enumeration() -> None:
+    # 7 configurations: 4 valid times, 3 invalid; enumerate every subset of size B.
+    times = np.array([1.0, 2.0, 5.0, 9.0])
+    n = 7
+    for b in (1, 2, 3, 4, 6):
+        bests = []
+        for subset in itertools.combinations(range(n), b):
+            valid = [times[i] for i in subset if i < len(times)]
+            bests.append(min(valid) if valid else times[-1])
+        assert replay.random_expectation(times, n, b) == pytest.approx(np.mean(bests))
+
+
+def test_random_expectation_large_space_is_finite_and_decreasing() -> None:
+    times = np.sort(np.random.RandomState(0).uniform(1, 10, 5000))
+    e = [replay.random_expectation(times, 80000, b) for b in (25, 50, 100, 400)]
+    assert all(math.isfinite(x) for x in e)
+    assert e == sorted(e, reverse=True)
+    assert times[0] < e[-1] < times[-1]
+
+
+def test_best_curve_counts_failures_against_the_budget() -> None:
+    curve = replay.best_curve([None, 5.0, None, 3.0, 4.0], worst=9.0)
+    assert curve.tolist() == [9.0, 5.0, 5.0, 3.0, 3.0]
+    assert replay.at_budget(curve, 2) == 5.0
+    assert replay.at_budget(curve, 400) == 3.0  # a run that stopped early keeps its best
+
+
+def test_hypervolume_2d() -> None:
+    pts = np.array([[0.0, 1.0], [1.0, 0.0], [0.5, 0.5], [2.0, 2.0]])
+    assert replay.hv2d(pts, np.array([1.5, 1.5])) == pytest.approx(1.5 * 0.5 + 1.0 * 0.5 + 0.5 * 0.5)
+    assert replay.hv2d(np.array([[2.0, 2.0]]), np.array([1.0, 1.0])) == 0.0
+
+
+@pytest.mark.skipif(not (replay.DATA_DIR / "convolution_A100.json.gz").exists(), reason="dataset missing")
+def test_replay_scores_on_a_real_space() -> None:
+    space = replay.load_space("convolution_A100")
+    assert space.cartesian == 10240 and len(space.table) == 4201
+    rows = []
+    for name in ("random", "genetic"):
+        results, _ = replay.replay(space, replay.build_sampler(name, 0), 60)
+        assert len(results) == 60
+        rows.append(
+            {
+                "dataset": space.name,
+                "sampler": name,
+                "seed": 0,
+                "n_objectives": 1,
+                "results": results,
+                "seconds": 1.0,
+            }
+        )
+    table = replay.so_table(rows, budgets=(25, 50))
+    for name in ("random", "genetic"):
+        cell = table["convolution_A100"][name][50]
+        assert cell["score"][0] <= 1.0
+        assert 0 < cell["frac"][0] <= 1.0
+        assert 0 <= cell["fail"][0] <= 1.0
