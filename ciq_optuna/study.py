@@ -33,10 +33,14 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def kernel_stem(kernel: str | Path, arch: str) -> str:
+    """The kernel's file stem without a trailing ``.<arch>`` (``gemm.sm_90a.ptx`` -> ``gemm``)."""
+    return Path(kernel).stem.removesuffix(f".{arch}")
+
+
 def default_study_name(kernel: Path, arch: str, compiler: str, release: str, metrics: list[str]) -> str:
     """A readable, stable name: one study per kernel, target, compiler release and objective."""
-    stem = Path(kernel).stem.removesuffix(f".{arch}")
-    return f"{stem}-{arch}-{compiler}{release}-{'+'.join(metrics)}"
+    return f"{kernel_stem(kernel, arch)}-{arch}-{compiler}{release}-{'+'.join(metrics)}"
 
 
 def metadata(study: optuna.Study) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from ciq_optuna.study import (
     default_study_name,
     file_sha256,
     finished_count,
+    kernel_stem,
 )
 
 DEFAULT_STORAGE_FILE = Path("ciq-optuna.db")
@@ -410,7 +411,7 @@ def acf_for_trial(
 
 
 def default_acf_path(meta: Mapping[str, Any]) -> Path:
-    return Path(f"{Path(meta['kernel']['name']).stem}.{meta['arch']}.acf")
+    return Path(f"{kernel_stem(meta['kernel']['name'], meta['arch'])}.{meta['arch']}.acf")
 
 
 def finish(
@@ -431,7 +432,7 @@ def finish(
         )
     paths: list[Path] = []
     target = Path(config.acf) if config.acf else default_acf_path(meta)
-    if len(best) == 1:
+    if len(meta["metrics"]) == 1:
         paths.append(write_acf(target, acf_for_trial(study, best[0], meta, objective, storage_shown)))
     else:
         folder = target.with_suffix("")

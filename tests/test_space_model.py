@@ -102,8 +102,14 @@ def _random_configs(space: CompilerSpace, n: int, seed: int = 0):
 def test_genes_cover_every_control_state(space: CompilerSpace) -> None:
     genes = space.distributions()
     assert set(genes) == {
-        "ptxas.opt_level", "ptxas.fast_compile", "ptxas.maxrregcount.passed", "ptxas.maxrregcount",
-        "ptxas.maxntid.passed", "ptxas.maxntid", "ptxas.override", "ptxas.fmad",
+        "ptxas.opt_level",
+        "ptxas.fast_compile",
+        "ptxas.maxrregcount.passed",
+        "ptxas.maxrregcount",
+        "ptxas.maxntid.passed",
+        "ptxas.maxntid",
+        "ptxas.override",
+        "ptxas.fmad",
     }
     assert NOT_PASSED in genes["ptxas.opt_level"].choices
     assert genes["ptxas.maxntid"].choices == (32, 64, 128, 256, 512, 1024)
@@ -130,7 +136,9 @@ def test_suggest_respects_conditions_and_round_trips(space: CompilerSpace) -> No
 def test_render_in_file_order_and_not_passed_omitted(space: CompilerSpace) -> None:
     config = {"opt_level": 2, "maxrregcount": 64, "override": True, "fmad": False}
     assert space.render(config) == ["-O2", "--maxrregcount=64", "--override-directive-values", "--fmad=false"]
-    assert space.render({"opt_level": NOT_PASSED, "maxrregcount": NOT_PASSED, "fmad": True}) == ["--fmad=true"]
+    assert space.render({"opt_level": NOT_PASSED, "maxrregcount": NOT_PASSED, "fmad": True}) == [
+        "--fmad=true"
+    ]
 
 
 def test_baseline_passes_only_what_has_no_not_passed_state(space: CompilerSpace) -> None:
@@ -159,14 +167,14 @@ def test_for_arch_drops_controls(space: CompilerSpace) -> None:
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (("kind = \"switch\"", "kind = \"toggle\""), "kind must be one of"),
-        (("when = { opt_level = \"not_passed\" }", "when = { later = \"passed\" }"), "not defined earlier"),
+        (('kind = "switch"', 'kind = "toggle"'), "kind must be one of"),
+        (('when = { opt_level = "not_passed" }', 'when = { later = "passed" }'), "not defined earlier"),
         (("high = 256", "high = 250"), "divisible by step"),
         (("schema = 1", "schema = 9"), "schema must be 1"),
         (("values = [0, 1, 2, 3]", "values = []"), "non-empty list"),
-        (("flag = \"--maxrregcount={value}\"", "flag = \"--maxrregcount\""), "must contain {value}"),
-        (("archs = [\"sm_80+\"]", "archs = [\"ampere\"]"), "unknown architecture spec"),
-        (("description = \"threads\"", "description = \"threads\"\ncolour = 1"), "unknown key"),
+        (('flag = "--maxrregcount={value}"', 'flag = "--maxrregcount"'), "must contain {value}"),
+        (('archs = ["sm_80+"]', 'archs = ["ampere"]'), "unknown architecture spec"),
+        (('description = "threads"', 'description = "threads"\ncolour = 1'), "unknown key"),
         (("[[conflict]]", "[[conflict]]\n[conflict.x]"), "valid TOML|needs a 'when'"),
     ],
 )
@@ -195,8 +203,9 @@ def test_shipped_space_files_load_and_are_found() -> None:
 
 
 def test_app_and_compiler_parameters_mix_in_one_trial(space: CompilerSpace) -> None:
-    search = SearchSpace({"tile": {"m": IntRange(16, 128, 16), "n": [1, 2]}, "stages": Const(3), "k": 7},
-                         [space])
+    search = SearchSpace(
+        {"tile": {"m": IntRange(16, 128, 16), "n": [1, 2]}, "stages": Const(3), "k": 7}, [space]
+    )
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
     trial = study.ask()
     cand = search.suggest(trial)

@@ -116,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
     )
     if result.baseline is None:
         print("(no baseline trial in this study: the compiler-default configuration did not complete)")
-    label = "best" if len(result.best) == 1 else f"first of {len(result.best)} Pareto-optimal trials"
+    multi = len(result.study.directions) > 1
+    label = f"first of {len(result.best)} Pareto-optimal trial(s)" if multi else "best"
     print(
         f"baseline (compiler defaults) vs {label}, trial {result.best[0].number}: "
         f"{' '.join(result.best[0].user_attrs.get('flags', [])) or '(no flags)'}"
