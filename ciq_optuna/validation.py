@@ -34,6 +34,7 @@ import numpy as np
 
 from ciq_optuna import __version__
 from ciq_optuna.errors import CiqError
+from ciq_optuna.gpu.errors import GpuUnavailableError
 from ciq_optuna.gpu.stats import outlier_mask
 
 RECORD_FORMAT = "ciq-optuna-validation"
@@ -249,7 +250,8 @@ def validate_acfs(
     ``measure(acf_path)`` is called ``settings.sessions`` times per ACF (the order of the ACFs
     rotates each session, so no candidate always runs first or last); the samples of all sessions
     are pooled. A candidate whose measurement raises :class:`CiqError` is rejected with that
-    reason and not counted in the correction. Records are written next to the ACFs unless
+    reason and not counted in the correction; :class:`GpuUnavailableError` (no cupy, no GPU)
+    stops the whole validation instead. Records are written next to the ACFs unless
     ``write_records=False``.
     """
     s = settings or ValidationSettings()
@@ -272,6 +274,8 @@ def validate_acfs(
                 progress(f"session {session + 1}/{s.sessions}: {paths[i]}")
             try:
                 comp = _as_comparison(measure(paths[i]))
+            except GpuUnavailableError:
+                raise
             except CiqError as exc:
                 failed[i] = str(exc)
                 continue
