@@ -114,6 +114,14 @@ def objective_from_study(
     return build_objective(metadata(study), kernel=kernel, compiler_path=compiler_path)
 
 
+def sampler_from_study(study: optuna.Study) -> optuna.samplers.BaseSampler:
+    """The sampler a worker uses on a tuning study: the same kind and settings as the tune run's."""
+    from ciq_optuna.samplers import make_sampler
+
+    settings = metadata(study).get("sampler") or {}
+    return make_sampler(len(study.directions), **settings)
+
+
 def finished_count(study: optuna.Study) -> int:
     """Trials that count against the budget (complete, failed or pruned)."""
     states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL, optuna.trial.TrialState.PRUNED)

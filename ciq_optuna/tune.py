@@ -82,8 +82,8 @@ def _spaces_for(compiler: Compiler, explicit: Sequence[Path], arch: str) -> list
     if explicit:
         spaces = [CompilerSpace.load(p) for p in explicit]
     else:
-        names = ["nvcc", "ptxas"] if compiler.name == "nvcc" else [compiler.name]
-        spaces = [CompilerSpace.load(find_space(n, compiler.info.release)) for n in names]
+        # one space per compiler command: the nvcc files hold the ptxas controls as -Xptxas pass-throughs
+        spaces = [CompilerSpace.load(find_space(compiler.name, compiler.info.release))]
     for s in spaces:
         if s.cuda != compiler.info.release:
             raise CiqError(f"space {s.path or s.name} is for CUDA {s.cuda}, the compiler is {compiler.info}")
@@ -206,6 +206,7 @@ def prepare(config: TuneConfig, measure: Measure | None = None) -> tuple[dict[st
         "measure": measure_meta,
         "timeout": config.timeout,
         "budget": config.trials,
+        "sampler": {"pool_size": config.pool_size} if config.pool_size else {},
     }
     objective = CompileObjective(
         compiler,
@@ -247,8 +248,7 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
     if storage is None:
         storage = resolve_storage(config.storage, default_path=DEFAULT_STORAGE_FILE)
     storage_shown = redact(config.storage) if config.storage else f"sqlite:///{DEFAULT_STORAGE_FILE}"
-    sampler_kwargs = {"pool_size": config.pool_size} if config.pool_size else {}
-    sampler = make_sampler(len(meta["metrics"]), seed=config.seed, **sampler_kwargs)
+    sampler = make_sampler(len(meta["metrics"]), seed=config.seed, **meta["sampler"])
     study, created = create_or_load(storage, name, meta, sampler=sampler)
     study.set_user_attr("budget", max(config.trials, study.user_attrs.get("budget", 0)))
     if config.workdir is None:
