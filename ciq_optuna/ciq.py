@@ -36,6 +36,7 @@ from ciq_optuna.types import EngineConfig, ProblemType, SearchConfiguration, Wor
 __all__ = ["BackendCandidate", "Search"]
 
 _ATTR = "ciq."  # prefix of the user attributes written here
+_RESULT = "ciq.result"  # trial attribute: generation, params, score, norm_score, metadata
 _FIRST_GEN_FAILED = "All objective functions failed in the first generation"
 
 
@@ -117,9 +118,19 @@ def _make_sampler(config: SearchConfiguration, knobs: dict[str, Any]) -> optuna.
 def _open_storage(storage: Any) -> Any:
     if storage is None or isinstance(storage, optuna.storages.BaseStorage):
         return storage
-    from ciq_optuna.storage import resolve_storage
+    from ciq_optuna.storage import StorageError, resolve_storage
 
-    return resolve_storage(str(storage), default_path=Path.cwd() / "ciq-optuna.db", heartbeat_interval=None)
+    for attempt in range(5):
+        try:
+            return resolve_storage(
+                str(storage), default_path=Path.cwd() / "ciq-optuna.db", heartbeat_interval=None
+            )
+        except StorageError as exc:
+            # processes that start together race to create the schema of a new database
+            if "already exists" not in str(exc) or attempt == 4:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def _jsonable(value: Any) -> Any:
@@ -179,7 +190,8 @@ class Search:
         self.cache_folder = Path(tempfile.mkdtemp(prefix=time.strftime("%Y-%m-%d-%H_%M_%S-"), dir=base))
         self._worker: Worker | None = None
         self._pending: dict[int, tuple[optuna.Trial, ParamArg]] = {}
-        self._held: optuna.Trial | None = None
+        self._held: tuple[optuna.Trial, ParamArg] | None = None
+        self._started = False
         self.study = self._open_study(storage, study_name)
         self.result = self._results_from_study()
 
@@ -230,26 +242,27 @@ class Search:
             (v for k, v in self.study.user_attrs.items() if k.startswith(_ATTR + "baseline.")),
             key=lambda b: (b["generation"], b["time"]),
         )
-        trials = [t for t in self.study.get_trials(deepcopy=False) if _ATTR + "score" in t.user_attrs]
+        trials = [t for t in self.study.get_trials(deepcopy=False) if _RESULT in t.user_attrs]
         for t in sorted(trials, key=lambda t: t.number):
-            while baselines and baselines[0]["generation"] <= t.user_attrs[_ATTR + "generation"]:
+            gen = t.user_attrs[_RESULT]["generation"]
+            while baselines and baselines[0]["generation"] <= gen:
                 b = baselines.pop(0)
                 result.add_result(self._baseline_score(b), b["generation"])
-            result.add_result(self._stored_score(t), t.user_attrs[_ATTR + "generation"])
+            result.add_result(self._stored_score(t), gen)
         for b in baselines:
             result.add_result(self._baseline_score(b), b["generation"])
         return result
 
     def _stored_score(self, t: optuna.trial.FrozenTrial) -> Score:
-        a = t.user_attrs
+        a = t.user_attrs[_RESULT]
         n = self.search_config.num_objectives
         unpack = (lambda v: v[0]) if n == 1 else tuple
-        norm = a.get(_ATTR + "norm_score")
+        norm = a.get("norm_score")
         return Score(
-            score=unpack(a[_ATTR + "score"]),
+            score=unpack(a["score"]),
             norm_score=None if norm is None else unpack(norm),
-            params=a.get(_ATTR + "params"),
-            metadata=a.get(_ATTR + "metadata", ""),
+            params=a.get("params"),
+            metadata=a.get("metadata", ""),
             param_id=t.number,
             num_objectives=n,
         )
@@ -362,12 +375,14 @@ class Search:
         cfg = self.search_config
         gen = trial.number // int(cfg.pool_size)
         as_list = (lambda v: [v]) if cfg.num_objectives == 1 else list
-        trial.set_user_attr(_ATTR + "generation", gen)
-        trial.set_user_attr(_ATTR + "params", _jsonable(score.params))
-        trial.set_user_attr(_ATTR + "score", as_list(score.score))
-        trial.set_user_attr(_ATTR + "metadata", score.metadata)
-        if score.norm_score is not None:
-            trial.set_user_attr(_ATTR + "norm_score", as_list(score.norm_score))
+        record = {
+            "generation": gen,
+            "params": _jsonable(score.params),
+            "score": as_list(score.score),
+            "norm_score": None if score.norm_score is None else as_list(score.norm_score),
+            "metadata": score.metadata,
+        }
+        trial.set_user_attr(_RESULT, record)
         flags = self._plan.flags(score.params) if isinstance(score.params, str) else None
         if flags is not None:
             trial.set_user_attr("flags", flags)
@@ -388,30 +403,35 @@ class Search:
     def start(
         self, num_workers: int | None = None, task_timeout: float | None = None, **worker_kwargs: Any
     ) -> SearchResult:
-        """Run the search until the study holds ``generations * pool_size`` candidates.
+        """Run the search; returns :attr:`result` (every candidate of the study so far).
 
-        A study that already holds candidates (``storage``/``study_name`` of an earlier or
-        concurrent run) is continued, not restarted.
+        The first call runs until the study holds ``generations`` generations of ``pool_size``
+        candidates: a study that already holds some (``storage``/``study_name`` of an earlier
+        or concurrent run) is continued, not restarted. Each later call on the same Search runs
+        ``generations`` more generations.
         """
         cfg = self.search_config
-        pool, total = int(cfg.pool_size), int(cfg.generations) * int(cfg.pool_size)
+        pool, gens = int(cfg.pool_size), int(cfg.generations)
+        existing = len(self.study.get_trials(deepcopy=False))
+        first = -(-existing // pool) if self._started else 0
+        self._started = True
         bar = tqdm(
-            total=cfg.generations,
+            total=gens,
             ascii="░▒█",
             colour="green",
             desc="🧬 Generation",
             bar_format="{desc} {n}/{total}|{bar}| [{elapsed} · {remaining}]{postfix}",
             disable=self.disable_progress_bar,
         )
-        bar.update(min(len(self.study.get_trials(deepcopy=False)) // pool, cfg.generations))
+        bar.update(min(max(0, existing // pool - first), gens))
         try:
             while True:
-                batch, exhausted = self._ask_generation(total)
+                batch, exhausted = self._ask_generation((first + gens) * pool)
                 if batch:
                     self._run_batch(batch, num_workers, task_timeout, worker_kwargs)
                     gen = batch[0][0].number // pool
                     self.current_generation = gen
-                    bar.update(max(0, min(gen + 1, cfg.generations) - bar.n))
+                    bar.update(max(0, min(gen + 1 - first, gens) - bar.n))
                     self._show_best(bar)
                 if exhausted:
                     warnings.warn(
@@ -563,7 +583,7 @@ class Search:
             first = [
                 self._stored_score(t)
                 for t in self.study.get_trials(deepcopy=False)
-                if t.number < int(cfg.pool_size) and _ATTR + "score" in t.user_attrs
+                if t.number < int(cfg.pool_size) and _RESULT in t.user_attrs
             ]
             self._check_first_generation(first)
 
