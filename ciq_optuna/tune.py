@@ -92,14 +92,14 @@ def _spaces_for(compiler: Compiler, explicit: Sequence[Path], arch: str) -> list
     return [s.for_arch(arch) for s in spaces]
 
 
-def _metrics_and_directions(config: TuneConfig) -> tuple[list[str], list[str]]:
+def _metrics_and_directions(config: TuneConfig, has_callable: bool) -> tuple[list[str], list[str]]:
     metrics = list(config.minimize) + list(config.maximize)
     directions = ["minimize"] * len(config.minimize) + ["maximize"] * len(config.maximize)
     if not metrics:
         raise CiqError("nothing to optimise: give --minimize METRIC (or --maximize)")
     if len(set(metrics)) != len(metrics):
         raise CiqError(f"a metric is given twice: {metrics}")
-    extra = [config.measure_name] if config.measure_command else []
+    extra = [config.measure_name] if config.measure_command or has_callable else []
     check_metric_names(metrics, extra)
     return metrics, directions
 
@@ -172,7 +172,7 @@ def prepare(config: TuneConfig, measure: Measure | None = None) -> tuple[dict[st
         raise CiqError("--jobs must be at least 1")
     if config.measure_command and not config.measure_regex:
         raise CiqError("--measure-cmd needs --measure-regex to read the metric from its output")
-    metrics, directions = _metrics_and_directions(config)
+    metrics, directions = _metrics_and_directions(config, measure is not None)
     compiler = compiler_for_source(kernel, config.compiler_path)
     compiler.check_arch(config.arch)
     spaces = _spaces_for(compiler, config.spaces, config.arch)
@@ -217,6 +217,7 @@ def prepare(config: TuneConfig, measure: Measure | None = None) -> tuple[dict[st
         measure=measure,
         timeout=config.timeout,
         workdir=config.workdir,
+        measure_name=config.measure_name,
     )
     return meta, objective
 

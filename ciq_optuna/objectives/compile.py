@@ -23,8 +23,8 @@ from ciq_optuna.errors import CiqError
 from ciq_optuna.objectives.metrics import compile_metrics
 from ciq_optuna.search_space import Candidate, SearchSpace
 
-Measure = Callable[[Path, Candidate], Mapping[str, float]]
-"""A measurement of a compiled binary: ``measure(cubin_path, candidate) -> {metric: value}``."""
+Measure = Callable[[Path, Candidate], "Mapping[str, float] | float"]
+"""A measurement of a compiled binary: ``measure(cubin_path, candidate) -> {metric: value}`` (or one number)."""
 
 
 class TrialFailed(CiqError):
@@ -82,6 +82,7 @@ class CompileObjective:
         measure: Measure | None = None,
         timeout: float = 120.0,
         workdir: Path | None = None,
+        measure_name: str = "measured",
     ) -> None:
         self.compiler = compiler
         self.kernel = Path(kernel)
@@ -89,6 +90,7 @@ class CompileObjective:
         self.space = space
         self.metrics = list(metrics)
         self.measure = measure
+        self.measure_name = measure_name
         self.timeout = timeout
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="ciq-optuna-"))
         self._caches: dict[int, BinaryCache] = {}
@@ -154,10 +156,14 @@ class CompileObjective:
             trial.set_user_attr("reused_from", seen[0])
             return dict(seen[1])
         try:
-            measured = {k: float(v) for k, v in self.measure(cubin, candidate).items()}
+            measured = normalize_measurement(self.measure(cubin, candidate), self.measure_name)
         except CiqError as exc:
             trial.set_user_attr("error", str(exc))
             raise TrialFailed(str(exc)) from None
+        except Exception as exc:  # the user's measurement failed: this candidate fails, the search goes on
+            msg = f"measurement raised {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+            trial.set_user_attr("error", msg)
+            raise TrialFailed(msg) from None
         trial.set_user_attr("measured", measured)
         cache.remember(code_hash, trial.number, measured)
         return measured
@@ -179,4 +185,20 @@ def command_flags(compiler: str, flags: Mapping[str, list[str]]) -> list[str]:
                 out += ["-Xptxas", xptxas_arg(space_flags)]
         else:
             out += space_flags
+    return out
+
+
+def normalize_measurement(value: Any, name: str) -> dict[str, float]:
+    """A measurement as ``{metric: float}``: one number is named ``name``; anything else is an error."""
+    if isinstance(value, Mapping):
+        items = value.items()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        items = [(name, value)]
+    else:
+        raise CiqError(f"measurement returned {type(value).__name__}; expected a number or a dict of numbers")
+    out = {}
+    for k, v in items:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise CiqError(f"measurement {k!r} is {v!r}, not a number")
+        out[str(k)] = float(v)
     return out

@@ -1,0 +1,77 @@
+"""The Python API: the user's own measurement as a callable, failures that fail one trial only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from ciq_optuna.compilers.locate import find_compiler
+from ciq_optuna.errors import CiqError
+from ciq_optuna.tune import TuneConfig, tune
+
+ROOT = Path(__file__).resolve().parents[1]
+STENCIL = ROOT / "examples" / "stencil" / "stencil.sm_90a.ptx"
+
+try:
+    find_compiler("ptxas")
+except Exception:  # noqa: BLE001
+    pytest.skip("no ptxas installed", allow_module_level=True)
+
+
+def _config(tmp_path: Path, **kw) -> TuneConfig:
+    base = dict(
+        kernel=STENCIL,
+        arch="sm_90a",
+        minimize=["size"],
+        trials=10,
+        seed=0,
+        measure_name="size",
+        storage=f"sqlite:///{tmp_path / 's.db'}",
+        acf=tmp_path / "best.acf",
+        workdir=tmp_path / "w",
+        progress=False,
+    )
+    base.update(kw)
+    return TuneConfig(**base)
+
+
+def test_callable_measurement_runs_once_per_distinct_binary(tmp_path: Path) -> None:
+    calls: list[Path] = []
+
+    def measure(cubin: Path, candidate) -> float:
+        calls.append(cubin)
+        return float(cubin.stat().st_size)
+
+    result = tune(_config(tmp_path), measure=measure)
+    complete = result.study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert len(complete) == 10
+    assert len(calls) == result.stats["distinct_binaries"] == 10 - result.stats["reused_measurements"]
+    for t in complete:
+        assert t.value == t.user_attrs["metrics"]["cubin-size"]
+
+
+def test_a_failing_measurement_fails_only_that_trial(tmp_path: Path) -> None:
+    def measure(cubin: Path, candidate) -> dict[str, float]:
+        if "-O0" in candidate.all_flags():
+            raise ValueError("simulated benchmark crash")
+        if "--fmad=false" in candidate.all_flags():
+            return {"size": "fast"}  # not a number
+        return {"size": 1.0}
+
+    result = tune(_config(tmp_path, trials=24, seed=4), measure=measure)
+    failed = result.study.get_trials(states=(optuna.trial.TrialState.FAIL,))
+    assert failed, "the seed should propose -O0 or --fmad=false at least once"
+    messages = {t.user_attrs["error"] for t in failed}
+    assert messages <= {
+        "measurement raised ValueError: simulated benchmark crash",
+        "measurement 'size' is 'fast', not a number",
+    }
+    assert len(result.study.trials) == 24
+
+
+def test_unknown_metric_for_the_callable_is_refused_before_the_study(tmp_path: Path) -> None:
+    with pytest.raises(CiqError, match="unknown metric 'time'"):
+        tune(_config(tmp_path, minimize=["time"]), measure=lambda c, k: 1.0)
+    assert not (tmp_path / "s.db").exists()
