@@ -1,7 +1,8 @@
 """NVCC workflow: tune the ptxas controls of sgemm.cu (compiled by nvcc) for runtime, then validate.
 
 Needs: one NVIDIA GPU, the CUDA toolkit's nvcc, ``pip install 'ciq-optuna[gpu]'`` (cupy, NVML).
-Takes a few minutes: ``python examples/gpu/nvcc_gemm/tune_nvcc.py --trials 40``.
+Sized to take a few minutes (not yet timed: written without a GPU):
+``python examples/gpu/nvcc_gemm/tune_nvcc.py --trials 40``.
 
 One trial: suggest ptxas controls -> ``nvcc -cubin -arch=ARCH -Xptxas <flags> sgemm.cu`` ->
 skip the measurement if the code is identical to an earlier trial's (code hash) -> correctness

@@ -2,7 +2,8 @@
 
 Needs: one NVIDIA GPU, ``pip install torch triton``, and a ptxas (CUDA toolkit or
 ``pip install 'ciq-optuna[cuda]'``) that Triton supports and that has a space file in spaces/.
-A few minutes: ``python examples/gpu/triton_matmul/tune_triton.py --trials 12``.
+Sized to take a few minutes (not yet timed: written without a GPU):
+``python examples/gpu/triton_matmul/tune_triton.py --trials 12``.
 
 First an injection canary: the baseline config compiled with ``-O0`` must give a different
 binary than without flags (if not, the controls do not reach ptxas: cache problem) and it is
