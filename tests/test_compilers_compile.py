@@ -125,8 +125,8 @@ def test_nvcc_options_file_gives_identical_bytes(nvcc, tmp_path):
     assert direct.cubin == via_file.cubin
 
 
-def test_options_file_quotes_whitespace(ptxas, tmp_path):
-    out = tmp_path / "dir with space" / "k.cubin"
+def test_options_file_escapes_whitespace_and_backslash(ptxas, tmp_path):
+    out = tmp_path / "dir with space" / "k\\1.cubin"
     out.parent.mkdir()
     optf = tmp_path / "o.opt"
     optf.write_text(render_options_file(["-arch=sm_90a", "-o", str(out)]))
@@ -136,18 +136,35 @@ def test_options_file_quotes_whitespace(ptxas, tmp_path):
 
 
 def test_render_options_file_format_and_refusals():
-    assert render_options_file(["-O3", "--maxrregcount=64", "a b"]) == '-O3\n--maxrregcount=64\n"a b"\n'
+    text = render_options_file(["-O3", "--maxrregcount=64", "a b", "c\\d", "--maxntid=128,1,1"])
+    assert text == "-O3\n--maxrregcount=64\na\\ b\nc\\\\d\n--maxntid=128,1,1\n"
     assert render_options_file([]) == ""
-    for bad in ['a"b', "a\\b", "a\nb"]:
+    for bad in ['a"b', "a\nb", ""]:
         with pytest.raises(CiqError, match="cannot be written to an options file"):
             render_options_file([bad])
 
 
 def test_xptxas_arg():
     assert xptxas_arg(["-O1", "--maxrregcount=40", "-dlcm=cg"]) == "-O1,--maxrregcount=40,-dlcm=cg"
-    for bad in ["a,b", "a b", ""]:
+    assert xptxas_arg(["--maxntid=128,1,1", "-O1"]) == "--maxntid=128\\,1\\,1,-O1"
+    for bad in ["a b", "a\\b", ""]:
         with pytest.raises(CiqError, match="-Xptxas"):
             xptxas_arg([bad])
+
+
+def test_xptxas_comma_inside_a_flag_reaches_ptxas(nvcc, tmp_path):
+    flags = ["-Xptxas", xptxas_arg(["--maxntid=128,1,1", "-O1"])]
+    direct = nvcc.compile(
+        STENCIL_CU, "sm_90a", flags, output=tmp_path / "a.cubin", timeout=300, verbose=False
+    )
+    assert direct.ok, direct.error
+    assert "-maxntid 128,1,1" in tkinfo_text(direct.cubin)
+    optf = tmp_path / "flags.opt"
+    optf.write_text(render_options_file(flags))
+    via_file = nvcc.compile(
+        STENCIL_CU, "sm_90a", [], output=tmp_path / "b.cubin", options_file=optf, timeout=300, verbose=False
+    )
+    assert via_file.ok and via_file.cubin == direct.cubin
 
 
 def test_broken_ptx_fails_with_first_error_line(ptxas, tmp_path):

@@ -99,35 +99,37 @@ def _failure_message(name: str, returncode: int, timed_out: bool, timeout: float
     return f"{name} exited with status {returncode}" + (f": {lines[-1]}" if lines else "")
 
 
-def _check_flags_text(flags: Sequence[str], where: str) -> None:
-    for flag in flags:
-        if any(c in flag for c in '"\\\n\r'):
-            raise CiqError(f"flag {flag!r} cannot be written to {where} (quote, backslash or newline)")
-
-
 def render_options_file(flags: Sequence[str]) -> str:
-    """Text of an ``--options-file`` for ptxas or nvcc: one flag per line, double-quoted when it
-    holds whitespace.
+    """Text of an ``--options-file`` for ptxas or nvcc: one flag per line.
 
-    Both compilers split the file on whitespace, group double-quoted text and take no comments;
-    a backslash inside quotes is not an escape, so flags with ``"``, ``\\`` or newlines are
-    refused. Passing the file gives the same cubin, byte for byte, as passing the flags.
+    Both compilers split the file on whitespace and take a backslash as an escape for the next
+    character (``\\ `` is a space, ``\\\\`` a backslash); there are no comments, and a double
+    quote cannot be written literally, so flags holding ``"`` or a line break are refused.
+    Passing the file gives the same cubin, byte for byte, as passing the flags.
     """
-    _check_flags_text(flags, "an options file")
-    lines = [f'"{f}"' if any(c.isspace() for c in f) else f for f in flags]
+    lines = []
+    for flag in flags:
+        if any(c in flag for c in '"\n\r') or not flag:
+            raise CiqError(f"flag {flag!r} cannot be written to an options file (empty, quote or line break)")
+        lines.append("".join("\\" + c if c in " \t\\" else c for c in flag))
     return "".join(line + "\n" for line in lines)
 
 
 def xptxas_arg(flags: Sequence[str]) -> str:
     """The value of nvcc's ``-Xptxas`` for ptxas ``flags``: ``a,b,c``.
 
-    nvcc splits the value on commas (``=`` is kept: ``-Xptxas -O1,--maxrregcount=40`` reaches
-    ptxas as two flags), so a flag that itself contains a comma or whitespace is refused.
+    nvcc splits the value on commas and keeps ``=``: ``-Xptxas -O1,--maxrregcount=40`` reaches
+    ptxas as two flags. A comma inside a flag is escaped (``--maxntid=128\\,1\\,1``);
+    flags with whitespace or a backslash are refused.
     """
+    out = []
     for flag in flags:
-        if "," in flag or any(c.isspace() for c in flag) or not flag:
-            raise CiqError(f"ptxas flag {flag!r} cannot be passed through nvcc -Xptxas (comma or space)")
-    return ",".join(flags)
+        if not flag or "\\" in flag or any(c.isspace() for c in flag):
+            raise CiqError(
+                f"ptxas flag {flag!r} cannot be passed through nvcc -Xptxas (empty, space or backslash)"
+            )
+        out.append(flag.replace(",", "\\,"))
+    return ",".join(out)
 
 
 def _allowed_archs(help_text: str, option: str) -> list[str]:
