@@ -149,6 +149,23 @@ def test_device_functions_templates_printf_recursion(tool, case, release):
 
 
 @pytest.mark.parametrize("release", RELEASES)
+def test_split_compile_prints_the_same_report(release):
+    split = _fixture("devfuncs_sm90a_split_compile", "ptxas", release)
+    plain = _fixture("devfuncs_sm90a", "ptxas", release)
+    strip = {"compile_time_ms": None}
+    assert {n: {**vars(f), **strip} for n, f in split.functions.items()} == {
+        n: {**vars(f), **strip} for n, f in plain.functions.items()
+    }
+
+
+def test_verbose2_progress_lines_are_notes():
+    report = _fixture("devfuncs_sm90a_verbose2", "ptxas", "13.5")
+    assert "Processing fib_kernel" in report.notes
+    assert report.entries["fib_kernel"].stack_size_unknown
+    assert report.functions["_Z3fibi"].spill_stores == 20
+
+
+@pytest.mark.parametrize("release", RELEASES)
 def test_relocatable_device_functions_have_compile_times(release):
     report = _fixture("devfuncs_sm80_relocatable", "ptxas", release)
     fib = report.functions["_Z3fibi"]

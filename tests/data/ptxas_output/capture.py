@@ -67,7 +67,12 @@ CASES: list[tuple[str, str, str, str, list[str]]] = [
     ("devfuncs_nvcc_sm90a", "nvcc", "sm_90a", "devfuncs.cu", []),
     ("stencil_nvcc_sm80", "nvcc", "sm_80", f"{EXAMPLES}/stencil/stencil.cu", []),
     ("syntax_error_nvcc", "nvcc", "sm_90a", "syntax_error.cu", []),
+    ("devfuncs_sm90a_split_compile", "ptxas", "sm_90a", "devfuncs.sm_90a.ptx", ["--split-compile=2"]),
 ]
+
+# Cases for options that only newer releases have: (case, minimum CUDA release).
+MIN_RELEASE = {"devfuncs_sm90a_verbose2": "13.5"}
+CASES.append(("devfuncs_sm90a_verbose2", "ptxas", "sm_90a", "devfuncs.sm_90a.ptx", ["--verbose2"]))
 
 
 def command(tool: str, arch: str, source: str, flags: list[str], out: str) -> list[str]:
@@ -84,6 +89,11 @@ def main() -> None:
             for info in list_compilers(tool):
                 for case, case_tool, arch, source, flags in CASES:
                     if case_tool != tool:
+                        continue
+                    minimum = MIN_RELEASE.get(case)
+                    if minimum and tuple(map(int, info.release.split("."))) < tuple(
+                        map(int, minimum.split("."))
+                    ):
                         continue
                     argv = command(tool, arch, source, flags, "out.cubin")
                     real = command(str(info.path), arch, source, flags, f"{tmp}/out.cubin")
