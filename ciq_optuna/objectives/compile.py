@@ -165,6 +165,10 @@ class CompileObjective:
             trial.set_user_attr("error", msg)
             raise TrialFailed(msg) from None
         trial.set_user_attr("measured", measured)
+        extra = getattr(self.measure, "user_attrs", None)
+        if callable(extra):  # e.g. the GPU harness: raw samples, stop reason, GPU
+            for key, value in extra().items():
+                trial.set_user_attr(key, value)
         cache.remember(code_hash, trial.number, measured)
         return measured
 
