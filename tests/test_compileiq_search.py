@@ -421,3 +421,18 @@ def test_first_generation_priors():
     params = s.start().get_results()["params"]
     assert all(100 <= p["x"] <= 130 for p in params)
     assert sum("k" in p for p in params) < 20
+
+
+@pytest.mark.skipif(not Path(PTXAS).with_name("nvcc").exists(), reason="needs nvcc")
+def test_nvcc_space_candidates_are_options_files(tmp_path):
+    from ciq_optuna.search_spaces.compilers import NvccSearchSpace
+
+    s = quiet(objective_function=square, search_space=NvccSearchSpace(version="13.0"), search_config=config())
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void k(float* a) { a[threadIdx.x] *= 2.f; }\n")
+    (acf,) = s.sample(1)
+    path = save_compiler_config(tmp_path / "n.acf", acf)
+    nvcc = str(Path(PTXAS).with_name("nvcc"))
+    cmd = [nvcc, "-arch=sm_90a", "-c", str(src), "-o", str(tmp_path / "k.o"), "--options-file", str(path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"{options_from_hex(acf)}: {proc.stderr}"

@@ -55,9 +55,16 @@ class SearchSpaceProvider:
 
                 version = find_compiler(self.compiler).release
             try:
-                space = CompilerSpace.load(find_space(self.compiler, str(version)))
-            except CiqError as exc:
-                raise ValueError(str(exc)) from None
+                path = find_space(self.compiler, str(version))
+            except CiqError:
+                from ciq_optuna.space_files import available_spaces
+
+                have = [f.cuda for f in available_spaces() if f.compiler == self.compiler]
+                raise ValueError(
+                    f"no open {self.compiler} search space for CUDA {version}: "
+                    f"pass version= one of {', '.join(have) or 'none'}"
+                ) from None
+            space = CompilerSpace.load(path)
             self._space = space.for_arch(self.arch) if self.arch else space
         return self._space
 
