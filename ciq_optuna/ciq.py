@@ -453,9 +453,10 @@ class Search:
             self._pending[t.number] = (t, _)
         try:
             scores, baseline = self._evaluate([p for _, p in batch], ids, num_workers, task_timeout, kwargs)
-        except BaseException:
+        except BaseException as exc:
             for t, _ in batch:
                 self._pending.pop(t.number, None)
+                t.set_user_attr("error", f"not evaluated: the batch was interrupted ({type(exc).__name__})")
                 self.study.tell(t, state=TrialState.FAIL)
             raise
         gen = ids[0] // pool

@@ -436,3 +436,47 @@ def test_nvcc_space_candidates_are_options_files(tmp_path):
     cmd = [nvcc, "-arch=sm_90a", "-c", str(src), "-o", str(tmp_path / "k.o"), "--options-file", str(path)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"{options_from_hex(acf)}: {proc.stderr}"
+
+
+def test_async_timeout_scores_invalid():
+    import asyncio
+
+    async def slow(p):
+        await asyncio.sleep(2)
+        return 1.0
+
+    s = quiet(
+        objective_function=slow,
+        search_space=SPACE,
+        search_config=config(generations=1),
+        worker_type="async",
+        exit_on_failure=False,
+    )
+    with pytest.warns(RuntimeWarning, match="timed out"):
+        df = s.start(task_timeout=0.1).get_results()
+    assert len(df) == 6 and (df["score_1"] == INVALID_SCORE).all()
+
+
+def test_interrupted_batch_marks_its_trials(tmp_path):
+    def stop(p):
+        raise KeyboardInterrupt
+
+    s = quiet(objective_function=stop, search_space=SPACE, search_config=config())
+    with pytest.raises(KeyboardInterrupt):
+        s.start()
+    assert {t.state.name for t in s.study.trials} == {"FAIL"}
+    assert all("interrupted" in t.user_attrs["error"] for t in s.study.trials)
+
+
+def test_strings_reach_the_objective_verbatim():
+    seen = []
+
+    def fn(p):
+        seen.append(p)
+        return len(p["s"]) + len(p["j"])
+
+    space = {"s": ss.choice(["a", "bb", "ccc"]), "j": ss.literal('{"key": 10}'), "n": {"x": ss.range(0, 3)}}
+    s = quiet(objective_function=fn, search_space=space, search_config=config())
+    df = s.start().get_results()
+    assert all(p["j"] == '{"key": 10}' and p["s"] in ("a", "bb", "ccc") for p in seen)
+    assert df["params"].tolist() == seen
