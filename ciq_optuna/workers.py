@@ -1,0 +1,460 @@
+"""The worker loop: join a study from any process or machine and evaluate trials until its budget is spent.
+
+A study carries everything a worker needs (see docs/architecture.md, "Study metadata"): the
+worker loads it, rebuilds the objective from the metadata, and runs ``study.optimize`` with
+``n_jobs`` threads. Many workers can run on one study at once; together they stop at exactly
+``budget`` counted trials (the study user attribute ``budget``).
+
+Counting the budget. A trial *counts* when it is COMPLETE, PRUNED, or FAIL with a user attribute
+``error`` (the evaluation itself failed: a compiler crash, a timeout). A FAIL trial without
+``error`` was left behind by a dead worker; heartbeats fail it and its configuration is queued
+again as a WAITING trial, so it must not count. Before evaluating, each trial checks the trials
+numbered before it (numbers are assigned under a row lock, so they order the trials): if those
+already hold the whole budget (counted, RUNNING or WAITING), the trial is *cancelled*
+instead of evaluated: PRUNED with user attribute ``cancelled``, never counted, no parameters
+(it happens when two workers start a trial for the last slot at the same moment). Between trials a
+worker that finds every remaining slot held by RUNNING trials of other workers waits: if one of
+them goes stale, its retry needs someone to run it. ``optuna.study.MaxTrialsCallback`` alone is
+not enough: it ignores the trials other workers are running (overshoot by up to one trial per
+thread) and counts the stale failures.
+
+Limits. A worker that is alive but hung keeps sending heartbeats, so its trial stays RUNNING:
+the evaluation timeout (``run_isolated``) is what ends it. A killed worker's trial is failed
+``grace_period`` seconds after its last heartbeat, and only when another worker starts a trial
+or waits for one. A lost database connection (server restart) is retried for
+``reconnect_timeout`` seconds; the trial in flight at that moment is failed by heartbeat and
+retried.
+
+Duplicates. A sampler that never proposes a configuration already in the study (GeneticSampler)
+reads the trials, then records its plan; two workers doing that at once could pick the same
+configuration. The worker makes that step exclusive across all workers of the study (a
+PostgreSQL advisory lock, or ``flock`` next to a SQLite file).
+
+Objectives. ``register_objective_factory(kind, factory)`` maps the ``kind`` of the study's
+``objective`` user attribute to ``factory(study) -> objective``; kinds not registered are built
+by ``ciq_optuna.study.objective_from_study(study)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import logging
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import optuna
+import sqlalchemy
+from optuna.trial import FrozenTrial, TrialState
+
+from ciq_optuna.errors import CiqError
+from ciq_optuna.storage import redact, resolve_storage, scrub, sqlite_path
+
+Objective = Callable[[optuna.trial.Trial], "float | Sequence[float]"]
+ObjectiveFactory = Callable[[optuna.Study], Objective]
+SamplerFactory = Callable[[optuna.Study], optuna.samplers.BaseSampler]
+
+#: User attribute of a trial whose evaluation failed (one line); such a FAIL counts.
+ERROR_ATTR = "error"
+#: User attribute of a trial started after the budget was already held by earlier trials.
+CANCELLED_ATTR = "cancelled"
+#: Study user attribute: total number of counted trials wanted, over all workers.
+BUDGET_ATTR = "budget"
+
+#: Seconds between two looks at the study while other workers hold the remaining budget.
+POLL_INTERVAL_S = 1.0
+#: Seconds a worker keeps retrying after losing its database connection.
+DEFAULT_RECONNECT_TIMEOUT_S = 300.0
+#: Default storage file when neither a URL nor $CIQ_OPTUNA_STORAGE is given.
+DEFAULT_STORAGE_FILE = Path("ciq-optuna.db")
+
+_logger = logging.getLogger("ciq_optuna.workers")
+_objective_factories: dict[str, ObjectiveFactory] = {}
+_sampler_factories: dict[str, SamplerFactory] = {}
+
+_STORAGE_ERRORS: tuple[type[BaseException], ...] = (
+    optuna.exceptions.StorageInternalError,
+    sqlalchemy.exc.OperationalError,
+    sqlalchemy.exc.InterfaceError,
+    sqlalchemy.exc.DisconnectionError,
+)
+
+
+def register_objective_factory(
+    kind: str, factory: ObjectiveFactory, *, sampler: SamplerFactory | None = None
+) -> None:
+    """Build the objective of studies whose ``objective["kind"]`` is ``kind`` with ``factory(study)``.
+
+    ``sampler(study)``, when given, builds the sampler a worker uses on such studies (default:
+    ``ciq_optuna.study.sampler_from_study`` if it exists, else Optuna's default sampler).
+    Registering a kind again replaces the factory.
+    """
+    _objective_factories[kind] = factory
+    if sampler is not None:
+        _sampler_factories[kind] = sampler
+    else:
+        _sampler_factories.pop(kind, None)
+
+
+def objective_kind(study: optuna.Study) -> str | None:
+    """The ``kind`` of the study's ``objective`` user attribute, or None."""
+    meta = study.user_attrs.get("objective")
+    if isinstance(meta, dict):
+        kind = meta.get("kind")
+        return str(kind) if kind is not None else None
+    return None
+
+
+def build_objective(study: optuna.Study) -> Objective:
+    """The objective of ``study``: a registered factory, else ``ciq_optuna.study.objective_from_study``.
+
+    Raises :class:`CiqError` (one line) when the study cannot be evaluated here.
+    """
+    kind = objective_kind(study)
+    if kind is not None and kind in _objective_factories:
+        return _objective_factories[kind](study)
+    try:
+        from ciq_optuna.study import objective_from_study
+    except ImportError:
+        raise CiqError(
+            f"study {study.study_name!r}: no objective builder for kind {kind!r} in this installation"
+        ) from None
+    return objective_from_study(study)
+
+
+def _build_sampler(study: optuna.Study) -> optuna.samplers.BaseSampler | None:
+    kind = objective_kind(study)
+    if kind is not None and kind in _sampler_factories:
+        return _sampler_factories[kind](study)
+    try:
+        from ciq_optuna.study import sampler_from_study
+    except ImportError:
+        return None
+    return sampler_from_study(study)
+
+
+class _PlanLock:
+    """A lock shared by every worker of one study, held while the sampler plans a trial.
+
+    A sampler that avoids duplicates reads the trials, picks a configuration and records it;
+    two workers doing that at the same moment can pick the same one. PostgreSQL: a session
+    advisory lock keyed by the study name (released by the server if the worker dies). SQLite:
+    ``flock`` on ``<database>.lock``. Other storages: a lock within this process only.
+    """
+
+    def __init__(self, storage: optuna.storages.BaseStorage, study_name: str) -> None:
+        backend = getattr(storage, "_backend", storage)
+        self._engine = getattr(backend, "engine", None)
+        url = str(getattr(backend, "url", ""))
+        self._thread_lock = threading.Lock()
+        self._key = int.from_bytes(
+            hashlib.sha256(b"ciq-optuna:" + study_name.encode()).digest()[:8], "big", signed=True
+        )
+        self._file: Path | None = None
+        self._pg = self._engine is not None and self._engine.dialect.name == "postgresql"
+        path = sqlite_path(url) if url else None
+        if path is not None:
+            self._file = path.with_name(path.name + ".lock")
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        with self._thread_lock:
+            if self._pg:
+                with self._engine.connect() as conn:
+                    conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": self._key})
+                    try:
+                        yield
+                    finally:
+                        conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": self._key})
+            elif self._file is not None:
+                with open(self._file, "a") as handle:
+                    fcntl.flock(handle, fcntl.LOCK_EX)
+                    try:
+                        yield
+                    finally:
+                        fcntl.flock(handle, fcntl.LOCK_UN)
+            else:
+                yield
+
+
+class _LockedSampler(optuna.samplers.BaseSampler):
+    """Delegates to ``inner``; its ``before_trial`` (where plans are made) runs under a :class:`_PlanLock`."""
+
+    def __init__(self, inner: optuna.samplers.BaseSampler, lock: _PlanLock) -> None:
+        self._inner = inner
+        self._plan_lock = lock
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def infer_relative_search_space(self, study, trial):  # type: ignore[no-untyped-def]
+        return self._inner.infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study, trial, search_space):  # type: ignore[no-untyped-def]
+        return self._inner.sample_relative(study, trial, search_space)
+
+    def sample_independent(self, study, trial, param_name, param_distribution):  # type: ignore[no-untyped-def]
+        return self._inner.sample_independent(study, trial, param_name, param_distribution)
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        with self._plan_lock.held():
+            self._inner.before_trial(study, trial)
+
+    def after_trial(self, study, trial, state, values):  # type: ignore[no-untyped-def]
+        self._inner.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self._inner.reseed_rng()
+
+
+def _claims_slot(trial: FrozenTrial) -> bool:
+    """Whether ``trial`` holds one unit of the budget (finished and counted, or still to come)."""
+    if CANCELLED_ATTR in trial.user_attrs:
+        return False
+    if trial.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING):
+        return True
+    return trial.state == TrialState.FAIL and ERROR_ATTR in trial.user_attrs
+
+
+def _counts(trial: FrozenTrial) -> bool:
+    """Whether a finished ``trial`` counts toward the budget."""
+    if CANCELLED_ATTR in trial.user_attrs:
+        return False
+    if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
+        return True
+    return trial.state == TrialState.FAIL and ERROR_ATTR in trial.user_attrs
+
+
+def budget_status(study: optuna.Study) -> dict[str, int]:
+    """Counts over the whole study: ``done`` (counted), ``running``, ``waiting``, ``stale``
+    (FAIL left by a dead worker) and ``cancelled``."""
+    status = dict.fromkeys(("done", "running", "waiting", "stale", "cancelled"), 0)
+    for t in study.get_trials(deepcopy=False):
+        if CANCELLED_ATTR in t.user_attrs:
+            status["cancelled"] += 1
+        elif _counts(t):
+            status["done"] += 1
+        elif t.state == TrialState.RUNNING:
+            status["running"] += 1
+        elif t.state == TrialState.WAITING:
+            status["waiting"] += 1
+        elif t.state == TrialState.FAIL:
+            status["stale"] += 1
+    return status
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def gated_objective(study: optuna.Study, objective: Objective, budget: int | None) -> Objective:
+    """Wrap ``objective``: cancel trials beyond the budget, record failures as ``error``."""
+
+    def run(trial: optuna.trial.Trial) -> float | Sequence[float]:
+        if budget is not None:
+            before = [t for t in study.get_trials(deepcopy=False) if t.number < trial.number]
+            if sum(_claims_slot(t) for t in before) >= budget:
+                trial.set_user_attr(CANCELLED_ATTR, "budget already held by earlier trials")
+                study.stop()
+                raise optuna.TrialPruned(f"cancelled: the budget of {budget} trials is reached")
+        try:
+            return objective(trial)
+        except optuna.TrialPruned:
+            raise
+        except Exception as exc:
+            if ERROR_ATTR not in trial.user_attrs:
+                trial.set_user_attr(ERROR_ATTR, _one_line(exc))
+            raise
+
+    return run
+
+
+class _StopAtBudget:
+    """Stop this worker's optimize loop once earlier and running trials hold the whole budget."""
+
+    def __init__(self, budget: int | None, max_trials: int | None) -> None:
+        self.budget = budget
+        self.max_trials = max_trials
+        self.ran = 0
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if CANCELLED_ATTR not in trial.user_attrs:
+            self.ran += 1
+        if self.max_trials is not None and self.ran >= self.max_trials:
+            study.stop()
+            return
+        if self.budget is not None:
+            trials = study.get_trials(deepcopy=False)
+            if sum(_claims_slot(t) for t in trials) >= self.budget:
+                study.stop()
+
+
+def _load(storage: optuna.storages.BaseStorage, study_name: str, shown_url: str) -> optuna.Study:
+    try:
+        study = optuna.load_study(study_name=study_name, storage=storage)
+    except KeyError:
+        raise CiqError(f"no study named {study_name!r} in {shown_url}") from None
+    sampler = _build_sampler(study) or study.sampler
+    locked = _LockedSampler(sampler, _PlanLock(storage, study_name))
+    return optuna.load_study(study_name=study_name, storage=storage, sampler=locked)
+
+
+def _fail_stale(study: optuna.Study) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+
+
+def run_worker(
+    storage_url: str | None,
+    study_name: str,
+    *,
+    n_jobs: int = 1,
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    heartbeat_interval: int | None = None,
+    grace_period: int | None = None,
+    reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT_S,
+    default_path: Path = DEFAULT_STORAGE_FILE,
+) -> int:
+    """Evaluate trials of ``study_name`` until its budget is reached; return how many this worker ran.
+
+    ``n_jobs`` threads evaluate at once; ``n_trials`` caps this worker's own trials and
+    ``timeout`` (seconds) its running time. ``heartbeat_interval``/``grace_period`` default to
+    :mod:`ciq_optuna.storage`'s. Raises :class:`CiqError` (one line, password redacted) when
+    the study cannot be joined.
+    """
+    if n_jobs < 1:
+        raise CiqError(f"--n-jobs must be at least 1, not {n_jobs}")
+    hb: dict[str, Any] = {}
+    if heartbeat_interval is not None:
+        hb["heartbeat_interval"] = heartbeat_interval
+    if grace_period is not None:
+        hb["grace_period"] = grace_period
+    storage = resolve_storage(storage_url, default_path=default_path, **hb)
+    shown = redact(getattr(storage, "url", "") or str(storage_url))
+    start = time.monotonic()
+    deadline = None if timeout is None else start + timeout
+    ran = 0
+    lost_since: float | None = None
+    study: optuna.Study | None = None
+    objective: Objective | None = None
+    budget: int | None = None
+    while True:
+        try:
+            if study is None:
+                study = _load(storage, study_name, shown)
+                budget = _budget_of(study, n_trials, timeout)
+                if objective is None:
+                    objective = build_objective(study)
+                    _logger.info("worker joined study %r on %s (budget %s)", study_name, shown, budget)
+            assert objective is not None
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            if n_trials is not None and ran >= n_trials:
+                break
+            _fail_stale(study)
+            status = budget_status(study)
+            lost_since = None
+            if budget is not None and status["done"] >= budget:
+                break
+            free = (budget - status["done"] - status["running"]) if budget is not None else n_jobs
+            if n_trials is not None:
+                free = min(free, n_trials - ran)
+            if free <= 0:
+                time.sleep(POLL_INTERVAL_S)
+                continue
+            stop = _StopAtBudget(budget, None if n_trials is None else n_trials - ran)
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+            try:
+                study.optimize(
+                    gated_objective(study, objective, budget),
+                    n_trials=free if budget is not None else None,
+                    timeout=remaining,
+                    n_jobs=min(n_jobs, free),
+                    catch=(Exception,),
+                    callbacks=[stop],
+                )
+            finally:
+                ran += stop.ran
+        except _STORAGE_ERRORS as exc:
+            now = time.monotonic()
+            lost_since = lost_since or now
+            if now - lost_since > reconnect_timeout:
+                raise CiqError(
+                    f"lost the database {shown} for {reconnect_timeout:.0f} s: {scrub(_one_line(exc), storage_url)}"
+                ) from None
+            _logger.warning(
+                "database %s unavailable (%s); retrying", shown, scrub(_one_line(exc), storage_url)
+            )
+            study = None
+            time.sleep(POLL_INTERVAL_S)
+    return ran
+
+
+def _budget_of(study: optuna.Study, n_trials: int | None, timeout: float | None) -> int | None:
+    raw = study.user_attrs.get(BUDGET_ATTR)
+    if raw is None:
+        if n_trials is None and timeout is None:
+            raise CiqError(f"study {study.study_name!r} has no budget; give --n-trials or --timeout")
+        return None
+    try:
+        budget = int(raw)
+    except (TypeError, ValueError):
+        raise CiqError(f"study {study.study_name!r}: budget {raw!r} is not an integer") from None
+    if budget < 0:
+        raise CiqError(f"study {study.study_name!r}: budget {budget} is negative")
+    return budget
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``ciq-optuna worker`` to ``parser``."""
+    parser.add_argument(
+        "--storage",
+        default=None,
+        help="storage URL (default: $CIQ_OPTUNA_STORAGE, else ./ciq-optuna.db); prefer the "
+        "environment variable for URLs with a password",
+    )
+    parser.add_argument("--study", required=True, help="name of the study to join")
+    parser.add_argument("--n-jobs", type=int, default=1, help="trials evaluated at once (threads)")
+    parser.add_argument(
+        "--n-trials", type=int, default=None, help="stop after this many trials of this worker"
+    )
+    parser.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
+    parser.add_argument(
+        "--heartbeat",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help="heartbeat interval; a trial without heartbeat for 3 intervals is failed and retried (default 10)",
+    )
+
+
+def run_worker_command(args: argparse.Namespace) -> int:
+    """Run ``ciq-optuna worker``; returns the exit status (0, or 1 after a one-line error)."""
+    try:
+        ran = run_worker(
+            args.storage,
+            args.study,
+            n_jobs=args.n_jobs,
+            n_trials=args.n_trials,
+            timeout=args.timeout,
+            heartbeat_interval=getattr(args, "heartbeat", None),
+        )
+    except CiqError as exc:
+        print(f"ciq-optuna worker: error: {scrub(str(exc), args.storage)}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("ciq-optuna worker: interrupted", file=sys.stderr, flush=True)
+        return 130
+    print(f"ciq-optuna worker: {ran} trials evaluated by this worker", flush=True)
+    return 0
