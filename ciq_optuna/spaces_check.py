@@ -8,10 +8,11 @@ the validator compiles a small reference kernel shipped with the package:
   and high value of an int range), with the fewest parent settings that make the control
   active, to see that the compiler accepts the flag and whether the code changes against the
   same command line without that control,
-- once for every ``[[conflict]]`` of effect ``error``, which must really fail.
+- once for every ``[[conflict]]``: an ``error`` one must really fail, an ``ignored`` one compile.
 
 It also checks that the file's ``cuda`` is the compiler's release, and, without compiling,
-that no configuration the conditions allow runs into an ``error`` conflict.
+that no configuration the conditions allow runs into an ``error`` conflict. ``quick=True``
+replaces the per-value compiles by a few combined command lines (acceptance only).
 """
 
 from __future__ import annotations
