@@ -105,3 +105,17 @@ def test_not_an_elf_is_a_clear_error():
     with pytest.raises(CubinError, match="not a valid cubin") as info:
         code_hash(b"this is not an ELF file")
     assert isinstance(info.value, CiqError)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_same_code_same_hash_on_every_arch(arch, tmp_path):
+    """On sm_80 a load segment spans the tkinfo note, so its size follows the command line."""
+    ptxas = _ptxas("13.0")
+    ptx = EXAMPLES / "stencil" / f"stencil.{arch}.ptx"
+    outs = {}
+    for name, flags in {"plain": [], "o3": ["-O3"], "o2": ["-O2", "--fmad=true"], "o1": ["-O1"]}.items():
+        out = tmp_path / f"{name}.cubin"
+        subprocess.run([str(ptxas), f"-arch={arch}", *flags, "-o", str(out), str(ptx)], check=True)
+        outs[name] = code_hash(out.read_bytes())
+    assert outs["plain"] == outs["o3"] == outs["o2"]
+    assert outs["o1"] != outs["plain"]

@@ -49,7 +49,9 @@ _SHDR_FIELDS = (
     "sh_addralign",
     "sh_entsize",
 )
-_PHDR_FIELDS = ("p_type", "p_flags", "p_vaddr", "p_paddr", "p_filesz", "p_memsz", "p_align")
+# Segment sizes are left out: a segment can span the tkinfo note, so its size follows the length
+# of the recorded command line (seen on sm_80); the sections' own data already covers the code.
+_PHDR_FIELDS = ("p_type", "p_flags", "p_vaddr", "p_paddr", "p_align")
 
 
 class CubinError(CiqError):
