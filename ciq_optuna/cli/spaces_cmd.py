@@ -25,11 +25,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     s = s_sub.add_parser("check", help="check a space against an installed compiler")
     s.add_argument("space", nargs="?", help="a space file (default: the one matching the compiler)")
-    s.add_argument("--compiler", default="ptxas", choices=["ptxas", "nvcc"])
+    s.add_argument(
+        "--compiler",
+        choices=["ptxas", "nvcc"],
+        help="compiler to check against (default: the space file's, else ptxas)",
+    )
     s.add_argument("--compiler-path", help="the compiler executable")
     s.add_argument("--arch", default="sm_90a")
     s.add_argument("--kernel", type=Path, help="reference kernel (default: the one shipped with ciq-optuna)")
-    s.add_argument("--quiet", action="store_true")
+    s.add_argument("--quick", action="store_true", help="only check that every flag and value is accepted")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=_check)
 
 
@@ -73,15 +78,18 @@ def _show(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from ciq_optuna.spaces_check import check_space
 
-    compiler = get_compiler(args.compiler, args.compiler_path)
-    space = (
-        _load(args.space)
-        if args.space
-        else CompilerSpace.load(find_space(compiler.name, compiler.info.release))
-    )
+    space = _load(args.space) if args.space else None
+    compiler = get_compiler(args.compiler or (space.compiler if space else "ptxas"), args.compiler_path)
+    if space is None:
+        space = CompilerSpace.load(find_space(compiler.name, compiler.info.release))
     compiler.check_arch(args.arch)
     report = check_space(
-        space, compiler, arch=args.arch, reference_kernel=args.kernel, progress=not args.quiet
+        space,
+        compiler,
+        arch=args.arch,
+        reference_kernel=args.kernel,
+        progress=not args.quiet,
+        quick=args.quick,
     )
     print(report.format_table())
     return report.exit_code
