@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import json
 import os
 import sys
+import uuid
 from pathlib import Path
 
 import optuna
@@ -38,6 +40,8 @@ ARTIFACT_DIR_ATTR = "artifact_dir"
 DEFAULT_STORAGE_FILE = Path("ciq-optuna.db")
 #: MIME type of an uploaded ACF (TOML text).
 ACF_MIMETYPE = "application/toml"
+#: optuna-dashboard's study system attribute prefix for artifacts of finished trials.
+DASHBOARD_TRIAL_ARTIFACT_PREFIX = "dashboard:artifacts:"
 
 
 def artifact_dir(storage_url_or_path: str | os.PathLike) -> Path:
@@ -76,21 +80,51 @@ def upload_acf(
     """Attach the ACF file at ``path`` to ``trial`` as an artifact; returns the artifact id.
 
     The file is copied into the study's artifact store (:func:`artifact_dir`); the dashboard
-    started with the same storage lists it under the trial, downloadable.
+    started with the same storage lists it under the trial, downloadable. A running trial gets
+    it through ``optuna.artifacts.upload_artifact``. A finished trial (the usual case: the ACF is
+    written after the search) can no longer be changed, so the artifact is recorded in the
+    study under optuna-dashboard's per-trial key ``dashboard:artifacts:<trial_id>:<id>``, which
+    the dashboard shows on the trial (``optuna.artifacts.get_all_artifact_meta`` does not see it).
     """
     url = _url_of(study)
     store = artifact_store(url)
     directory = str(artifact_dir(url))
     if study.user_attrs.get(ARTIFACT_DIR_ATTR) != directory:
         study.set_user_attr(ARTIFACT_DIR_ATTR, directory)
-    return optuna.artifacts.upload_artifact(
-        artifact_store=store,
-        file_path=str(path),
-        study_or_trial=trial,
-        storage=study._storage,
-        mimetype=ACF_MIMETYPE,
-        encoding="utf-8",
-    )
+    state = trial.state if isinstance(trial, optuna.trial.FrozenTrial) else None
+    if state is None or not state.is_finished():
+        return optuna.artifacts.upload_artifact(
+            artifact_store=store,
+            file_path=str(path),
+            study_or_trial=trial,
+            storage=study._storage,
+            mimetype=ACF_MIMETYPE,
+            encoding="utf-8",
+        )
+    artifact_id = str(uuid.uuid4())
+    with open(path, "rb") as handle:
+        store.write(artifact_id, handle)
+    meta = {
+        "artifact_id": artifact_id,
+        "filename": Path(path).name,
+        "mimetype": ACF_MIMETYPE,
+        "encoding": "utf-8",
+    }
+    key = f"{DASHBOARD_TRIAL_ARTIFACT_PREFIX}{trial._trial_id}:{artifact_id}"
+    study._storage.set_study_system_attr(study._study_id, key, json.dumps(meta))
+    return artifact_id
+
+
+def trial_artifacts(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> list[dict]:
+    """Artifact metadata attached to ``trial`` by either route of :func:`upload_acf`."""
+    prefix = f"{DASHBOARD_TRIAL_ARTIFACT_PREFIX}{trial._trial_id}:"
+    found = [
+        json.loads(v)
+        for k, v in study._storage.get_study_system_attrs(study._study_id).items()
+        if k.startswith(prefix)
+    ]
+    found += [json.loads(v) for k, v in trial.system_attrs.items() if k.startswith("artifacts:")]
+    return found
 
 
 def is_loopback(host: str) -> bool:

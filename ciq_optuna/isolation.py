@@ -15,14 +15,12 @@ child only pays for a fork. The server preloads the main script and the module o
 function run, so children do not re-import them (see :func:`_preload_main_in_forkserver`). The consequence: ``func``, its arguments and its result must be
 picklable, and ``func`` must be importable by name (a module-level function, not a lambda).
 
-If the worker itself is SIGKILLed, the fork server sees its parent vanish and exits, and each
-child has asked the kernel (``PR_SET_PDEATHSIG``) to be killed when its parent dies, so no
-evaluation outlives its worker.
+If the worker itself is SIGKILLed, no evaluation outlives it: each child watches a pipe whose
+write end only the worker holds, and kills its own process group when that pipe closes.
 """
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import multiprocessing.forkserver
 import os
@@ -40,7 +38,6 @@ T = TypeVar("T")
 #: The multiprocessing start method used for evaluations (see the module docstring).
 START_METHOD = "forkserver"
 
-_PR_SET_PDEATHSIG = 1
 _MAIN_ENV = "CIQ_OPTUNA_FORKSERVER_MAIN"
 _context_lock = threading.Lock()
 _context: multiprocessing.context.BaseContext | None = None
@@ -101,19 +98,27 @@ def _preload_main_in_forkserver() -> None:
         del process.current_process()._inheriting
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent exits (no-op elsewhere)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)  # the symbols already loaded: libc's prctl
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+def _watch_lifeline(lifeline: Any) -> None:
+    """Kill this process group as soon as the worker that started it is gone.
+
+    ``lifeline`` is the read end of a pipe whose only write end the worker holds: it reaches
+    end-of-file when the worker exits or is killed (even before it is reaped), or closes it.
+    """
+
+    def watch() -> None:
+        try:
+            lifeline.poll(None)
+        except OSError:
+            pass
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="ciq-lifeline", daemon=True).start()
 
 
-def _child(conn: Any, func: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+def _child(conn: Any, lifeline: Any, func: Callable[..., Any], args: tuple, kwargs: dict) -> None:
     """Entry point of the child: new session, run, send ("ok", result) or ("error", ...)."""
     os.setsid()
-    _die_with_parent()
+    _watch_lifeline(lifeline)
     try:
         result = func(*args, **kwargs)
     except BaseException as exc:  # noqa: BLE001 - everything must reach the parent as one line
@@ -154,11 +159,24 @@ def run_isolated(func: Callable[..., T], *args: Any, timeout: float | None, **kw
     """
     ctx = _get_context(func)
     receiver, sender = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(sender, func, args, kwargs), daemon=False)
+    life_r, life_w = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(sender, life_r, func, args, kwargs), daemon=False)
     try:
         proc.start()
+    except BaseException:
+        life_w.close()
+        raise
     finally:
         sender.close()
+        life_r.close()
+    try:
+        return _wait_for_child(proc, receiver, timeout)
+    finally:
+        life_w.close()
+
+
+def _wait_for_child(proc: Any, receiver: Any, timeout: float | None) -> Any:
+    """The result sent by the child, or :class:`IsolatedFailure`."""
     message: Any = None
     try:
         if receiver.poll(timeout):

@@ -20,6 +20,7 @@ the default SQLite file. A URL may carry a password: show it only through :func:
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sqlite3
@@ -52,6 +53,7 @@ SQLITE_BUSY_TIMEOUT_S = 60.0
 #: SQLite variants measured by benchmarks/throughput.py; "tuned" is what resolve_storage uses.
 SQLITE_MODES = ("optuna-default", "wal-normal", "wal-off", "tuned")
 
+_logger = logging.getLogger("ciq_optuna.storage")
 _PASSWORD_IN_URL = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<pw>[^@\s]*)(?P<tail>@)")
 
 
@@ -96,6 +98,22 @@ def sqlite_path(url: str) -> Path | None:
     if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
         return None
     return Path(parsed.database)
+
+
+class ResilientRDBStorage(optuna.storages.RDBStorage):
+    """An RDBStorage whose heartbeat survives a lost connection.
+
+    Optuna's heartbeat thread ends at the first database error, so a short server restart
+    would leave the running trial without heartbeats: another worker would fail it as stale
+    while it is still being evaluated. Here a failed heartbeat is logged and the next one is
+    tried at the next interval.
+    """
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        try:
+            super().record_heartbeat(trial_id)
+        except (optuna.exceptions.StorageInternalError, sqlalchemy.exc.SQLAlchemyError) as exc:
+            _logger.warning("heartbeat of trial id %d not recorded: %s", trial_id, _one_line(exc, self.url))
 
 
 def _sqlite_creator(path: str, journal_mode: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
@@ -175,7 +193,7 @@ def resolve_storage(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.storages.RDBStorage(
+            return ResilientRDBStorage(
                 chosen, engine_kwargs=engine_kwargs_for(chosen, sqlite_mode=sqlite_mode), **hb_kwargs
             )
     except ImportError:
@@ -188,7 +206,14 @@ def resolve_storage(
 
 
 def _one_line(exc: BaseException, url: str) -> str:
-    """The first line of a database error, with the URL's password removed."""
+    """The first line of a database error (the driver's own message), without the password."""
+    seen: set[int] = set()
+    while id(exc) not in seen and not isinstance(exc, sqlalchemy.exc.SQLAlchemyError):
+        seen.add(id(exc))
+        nxt = exc.__cause__ or exc.__context__
+        if nxt is None:
+            break
+        exc = nxt
     orig = getattr(exc, "orig", None) or exc
     text = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
     return scrub(text, url)

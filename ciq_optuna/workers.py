@@ -70,6 +70,8 @@ BUDGET_ATTR = "budget"
 
 #: Seconds between two looks at the study while other workers hold the remaining budget.
 POLL_INTERVAL_S = 1.0
+#: How many times a worker continues after a trial was finished under it (then it stops).
+MAX_TAKEN_AWAY = 20
 #: Seconds a worker keeps retrying after losing its database connection.
 DEFAULT_RECONNECT_TIMEOUT_S = 300.0
 #: Default storage file when neither a URL nor $CIQ_OPTUNA_STORAGE is given.
@@ -346,6 +348,7 @@ def run_worker(
     deadline = None if timeout is None else start + timeout
     ran = 0
     lost_since: float | None = None
+    taken_away = 0
     study: optuna.Study | None = None
     objective: Objective | None = None
     budget: int | None = None
@@ -386,19 +389,85 @@ def run_worker(
                 )
             finally:
                 ran += stop.ran
-        except _STORAGE_ERRORS as exc:
+        except Exception as exc:
+            if _trial_taken_away(exc) and taken_away < MAX_TAKEN_AWAY:
+                taken_away += 1
+                _logger.warning("a trial was finished by another worker while this one ran it; continuing")
+                continue
+            if not is_storage_error(exc):
+                raise
             now = time.monotonic()
             lost_since = lost_since or now
+            reason = scrub(storage_reason(exc), storage_url)
             if now - lost_since > reconnect_timeout:
-                raise CiqError(
-                    f"lost the database {shown} for {reconnect_timeout:.0f} s: {scrub(_one_line(exc), storage_url)}"
-                ) from None
-            _logger.warning(
-                "database %s unavailable (%s); retrying", shown, scrub(_one_line(exc), storage_url)
-            )
+                raise CiqError(f"lost the database {shown} for {reconnect_timeout:.0f} s: {reason}") from None
+            _logger.warning("database %s unavailable (%s); retrying", shown, reason)
             study = None
             time.sleep(POLL_INTERVAL_S)
     return ran
+
+
+def _storage_cause(exc: BaseException) -> BaseException:
+    """The first database error in ``exc``'s chain (``exc`` itself if none)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, _STORAGE_ERRORS):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return exc
+
+
+def storage_reason(exc: BaseException) -> str:
+    """One line from the database driver explaining ``exc`` (e.g. "connection refused")."""
+    root = exc
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, sqlalchemy.exc.SQLAlchemyError):
+            root = current
+            break
+        if isinstance(current, _STORAGE_ERRORS):
+            root = current
+        current = current.__cause__ or current.__context__
+    orig = getattr(root, "orig", None) or root
+    return _one_line(orig)
+
+
+def _trial_taken_away(exc: BaseException) -> bool:
+    """Optuna could not record a trial because it is already finished: another worker failed it
+    as stale (its heartbeats were lost) while this one was still evaluating it."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (ValueError, optuna.exceptions.UpdateFinishedTrialError)) and (
+            "Cannot tell a" in str(current) or isinstance(current, optuna.exceptions.UpdateFinishedTrialError)
+        ):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def is_storage_error(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from a lost database connection (also when Optuna re-raised it as
+    another error, e.g. the ``UnboundLocalError`` of a failed ``tell`` in Optuna 5.1)."""
+    return isinstance(_storage_cause(exc), _STORAGE_ERRORS)
+
+
+def _quiet_storage_errors_in_threads() -> None:
+    """One warning line, not a traceback, when a heartbeat thread loses the database."""
+    previous = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.exc_value is not None and is_storage_error(args.exc_value):
+            _logger.warning("heartbeat lost the database (%s)", storage_reason(args.exc_value))
+            return
+        previous(args)
+
+    threading.excepthook = hook
 
 
 def _budget_of(study: optuna.Study, n_trials: int | None, timeout: float | None) -> int | None:
@@ -441,6 +510,8 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_worker_command(args: argparse.Namespace) -> int:
     """Run ``ciq-optuna worker``; returns the exit status (0, or 1 after a one-line error)."""
+    _quiet_storage_errors_in_threads()
+    logging.basicConfig(level=logging.INFO, format="ciq-optuna worker: %(message)s")
     try:
         ran = run_worker(
             args.storage,

@@ -48,13 +48,13 @@ def _everything_stored(study: optuna.Study) -> str:
 def test_eight_worker_processes_reach_the_budget_exactly(
     postgres_server, postgres_db_url, tmp_path: Path
 ) -> None:
-    """8 processes, budget 32, GeneticSampler pool 8: 32 COMPLETE trials, 4 generations of 8,
+    """8 processes, budget 24, GeneticSampler pool 8: 24 COMPLETE trials, 3 generations of 8,
     no configuration evaluated twice; the URL comes from the environment and its password
     appears nowhere."""
-    budget, pool = 32, 8
+    budget, pool = 24, 8
     log = tmp_path / "evaluations.jsonl"
     storage = resolve_storage(postgres_db_url, default_path=tmp_path / "unused.db")
-    objectives.create_study(storage, "eight", budget=budget, pool_size=pool, sleep=0.3, log=log)
+    objectives.create_study(storage, "eight", budget=budget, pool_size=pool, sleep=0.2, log=log)
     env = {STORAGE_ENV: postgres_db_url}
     procs = [start_worker(None, "eight", tmp_path, name=f"w{i}", env=env) for i in range(8)]
     assert wait_all(procs) == [0] * 8, outputs(tmp_path)
