@@ -266,7 +266,8 @@ def gated_objective(study: optuna.Study, objective: Objective, budget: int | Non
             before = [t for t in study.get_trials(deepcopy=False) if t.number < trial.number]
             if sum(_claims_slot(t) for t in before) >= budget:
                 trial.set_user_attr(CANCELLED_ATTR, "budget already held by earlier trials")
-                study.stop()
+                with contextlib.suppress(RuntimeError):  # outside study.optimize there is no loop to stop
+                    study.stop()
                 raise optuna.TrialPruned(f"cancelled: the budget of {budget} trials is reached")
         try:
             return objective(trial)

@@ -1,0 +1,107 @@
+"""The worker loop in one process: registry, budget gate, one-line errors (SQLite)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from ciq_optuna.errors import CiqError
+from ciq_optuna.storage import resolve_storage
+from ciq_optuna.workers import (
+    CANCELLED_ATTR,
+    add_worker_arguments,
+    budget_status,
+    build_objective,
+    gated_objective,
+    register_objective_factory,
+    run_worker,
+    run_worker_command,
+)
+
+KIND = "test-quadratic"
+
+
+def _quadratic(study: optuna.Study):
+    def objective(trial: optuna.trial.Trial) -> float:
+        x = trial.suggest_int("x", -50, 50)
+        if x == 13:
+            raise RuntimeError("unlucky\nmore")
+        return float(x * x)
+
+    return objective
+
+
+register_objective_factory(KIND, _quadratic, sampler=lambda study: optuna.samplers.RandomSampler(seed=3))
+
+
+def _study(tmp_path: Path, budget: int | None, kind: str = KIND) -> tuple[str, optuna.Study]:
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    storage = resolve_storage(url, default_path=tmp_path / "x.db", heartbeat_interval=None)
+    study = optuna.create_study(storage=storage, study_name="s")
+    study.set_user_attr("objective", {"kind": kind})
+    if budget is not None:
+        study.set_user_attr("budget", budget)
+    return url, study
+
+
+def test_registry_builds_the_objective(tmp_path: Path) -> None:
+    _, study = _study(tmp_path, 3)
+    assert callable(build_objective(study))
+
+
+def test_worker_reaches_budget_with_threads(tmp_path: Path) -> None:
+    url, study = _study(tmp_path, 10)
+    ran = run_worker(url, "s", n_jobs=2, default_path=tmp_path / "x.db")
+    status = budget_status(study)
+    assert status["done"] == 10 and status["running"] == 0
+    assert ran == 10 + status["cancelled"]
+    assert run_worker(url, "s", default_path=tmp_path / "x.db") == 0  # nothing left to do
+
+
+def test_failed_evaluations_count_and_carry_a_one_line_error(tmp_path: Path) -> None:
+    url, study = _study(tmp_path, 3)
+    study.enqueue_trial({"x": 13})
+    run_worker(url, "s", default_path=tmp_path / "x.db")
+    failed = [t for t in study.trials if t.state == TrialState.FAIL]
+    assert [t.params["x"] for t in failed] == [13]
+    assert failed[0].user_attrs["error"] == "RuntimeError: unlucky"
+    assert budget_status(study)["done"] == 3
+
+
+def test_trial_beyond_the_budget_is_cancelled(tmp_path: Path) -> None:
+    _, study = _study(tmp_path, 2)
+    held = [study.ask(), study.ask()]  # two trials another worker is running
+    trial = study.ask()
+    with pytest.raises(optuna.TrialPruned):
+        gated_objective(study, _quadratic(study), 2)(trial)
+    assert trial.user_attrs[CANCELLED_ATTR]
+    assert trial.params == {}
+    for t in held:
+        study.tell(t, 1.0)
+
+
+def test_missing_budget_and_unknown_kind(tmp_path: Path) -> None:
+    url, _ = _study(tmp_path, None)
+    with pytest.raises(CiqError, match="has no budget; give --n-trials or --timeout"):
+        run_worker(url, "s", default_path=tmp_path / "x.db")
+    assert run_worker(url, "s", n_trials=2, default_path=tmp_path / "x.db") == 2
+
+
+def test_unknown_study_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url, _ = _study(tmp_path, 1)
+    parser = argparse.ArgumentParser()
+    add_worker_arguments(parser)
+    code = run_worker_command(parser.parse_args(["--storage", url, "--study", "nope"]))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1
+    assert err == [f"ciq-optuna worker: error: no study named 'nope' in {url}"]
+
+
+def test_study_without_ciq_metadata_is_refused(tmp_path: Path) -> None:
+    url, _ = _study(tmp_path, 1, kind="never-registered")
+    with pytest.raises(CiqError):
+        run_worker(url, "s", default_path=tmp_path / "x.db")
