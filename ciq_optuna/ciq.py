@@ -115,6 +115,10 @@ def _make_sampler(config: SearchConfiguration, knobs: dict[str, Any]) -> optuna.
     return make_sampler(config.num_objectives, seed=knobs["seed"], population_size=config.pool_size)
 
 
+# what SQLite and PostgreSQL say when two processes create the schema of a new database at once
+_SCHEMA_RACE = ("already exists", "duplicate key", "unique constraint")
+
+
 def _open_storage(storage: Any) -> Any:
     if storage is None or isinstance(storage, optuna.storages.BaseStorage):
         return storage
@@ -127,7 +131,7 @@ def _open_storage(storage: Any) -> Any:
             )
         except StorageError as exc:
             # processes that start together race to create the schema of a new database
-            if "already exists" not in str(exc) or attempt == 4:
+            if not any(m in str(exc).lower() for m in _SCHEMA_RACE) or attempt == 4:
                 raise
             time.sleep(0.2 * (attempt + 1))
     raise AssertionError("unreachable")

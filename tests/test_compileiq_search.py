@@ -313,8 +313,12 @@ s.start()
 """
 
 
-def test_two_processes_share_one_search(tmp_path):
-    url = f"sqlite:///{tmp_path / 'shared.db'}"
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_two_processes_share_one_search(tmp_path, backend, request):
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'shared.db'}"
+    else:
+        url = request.getfixturevalue("postgres_db_url")
     procs = [subprocess.Popen([sys.executable, "-c", SHARED, url, str(i)]) for i in (1, 2)]
     assert all(p.wait(timeout=120) == 0 for p in procs)
     s = quiet(
