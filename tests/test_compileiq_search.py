@@ -484,3 +484,18 @@ def test_strings_reach_the_objective_verbatim():
     df = s.start().get_results()
     assert all(p["j"] == '{"key": 10}' and p["s"] in ("a", "bb", "ccc") for p in seen)
     assert df["params"].tolist() == seen
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_seed_makes_runs_repeatable(n):
+    def fn(p):
+        return square(p) if n == 1 else (p["x"], p["y"])
+
+    runs = [
+        quiet(objective_function=fn, search_space=SPACE, search_config=config(num_objectives=n, pool_size=8))
+        .start()
+        .get_results()
+        .drop(columns="metadata")
+        for _ in range(2)
+    ]
+    assert runs[0].equals(runs[1])
