@@ -30,6 +30,7 @@ from ciq_optuna.objectives.compile import CompileObjective, Measure, TrialFailed
 from ciq_optuna.objectives.metrics import COMPILE_METRICS, check_metric_names, compile_metrics
 from ciq_optuna.samplers import make_sampler
 from ciq_optuna.search_space import Candidate, SearchSpace
+from ciq_optuna.simplify import simplify
 from ciq_optuna.space_files import find_space
 from ciq_optuna.study import (
     create_or_load,
@@ -66,6 +67,7 @@ class TuneConfig:
     acf: Path | None = None
     workdir: Path | None = None
     progress: bool = True
+    simplify: bool = True
 
 
 @dataclass
@@ -261,6 +263,11 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
     _say(config, f"study {name!r} in {storage_shown}: {done} trial(s) done, {max(remaining, 0)} to run")
     if remaining > 0:
         _optimize(study, objective, config, remaining)
+    if config.simplify and len(study.directions) == 1 and best_trials(study):
+        before = len(study.trials)
+        simplify(study, objective, best_trials(study)[0])
+        if len(study.trials) > before:
+            _say(config, f"simplified the winner with {len(study.trials) - before} extra trial(s)")
     return finish(study, meta, objective, config, storage_shown)
 
 
@@ -313,12 +320,17 @@ def baseline_trial(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
 
 
 def best_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    """The best trial, or the Pareto front for several objectives (ties broken by trial number)."""
+    """The best trial, or the Pareto front for several objectives.
+
+    Among equally good trials the one with the fewest flags wins (then the earliest), so the
+    ACF carries no control that does not earn its place.
+    """
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not complete:
         return []
     if len(study.directions) == 1:
-        return [study.best_trial]
+        sign = 1.0 if study.direction == optuna.study.StudyDirection.MINIMIZE else -1.0
+        return [min(complete, key=lambda t: (sign * t.value, len(t.user_attrs.get("flags", [])), t.number))]
     return sorted(study.best_trials, key=lambda t: t.number)
 
 

@@ -44,7 +44,7 @@ def test_callable_measurement_runs_once_per_distinct_binary(tmp_path: Path) -> N
         calls.append(cubin)
         return float(cubin.stat().st_size)
 
-    result = tune(_config(tmp_path), measure=measure)
+    result = tune(_config(tmp_path, simplify=False), measure=measure)
     complete = result.study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
     assert len(complete) == 10
     assert len(calls) == result.stats["distinct_binaries"] == 10 - result.stats["reused_measurements"]
@@ -60,7 +60,7 @@ def test_a_failing_measurement_fails_only_that_trial(tmp_path: Path) -> None:
             return {"size": "fast"}  # not a number
         return {"size": 1.0}
 
-    result = tune(_config(tmp_path, trials=24, seed=4), measure=measure)
+    result = tune(_config(tmp_path, trials=24, seed=4, simplify=False), measure=measure)
     failed = result.study.get_trials(states=(optuna.trial.TrialState.FAIL,))
     assert failed, "the seed should propose -O0 or --fmad=false at least once"
     messages = {t.user_attrs["error"] for t in failed}
@@ -75,3 +75,21 @@ def test_unknown_metric_for_the_callable_is_refused_before_the_study(tmp_path: P
     with pytest.raises(CiqError, match="unknown metric 'time'"):
         tune(_config(tmp_path, minimize=["time"]), measure=lambda c, k: 1.0)
     assert not (tmp_path / "s.db").exists()
+
+
+def test_the_winner_is_simplified_to_the_controls_that_matter(tmp_path: Path) -> None:
+    kernel = ROOT / "examples" / "attention" / "attention.sm_80.ptx"
+    result = tune(_config(tmp_path, kernel=kernel, arch="sm_80", minimize=["spill-bytes"], trials=24, seed=0))
+    study, best = result.study, result.best[0]
+    complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    simplified = [t for t in complete if "simplified_from" in t.user_attrs]
+    assert len(study.trials) > 24 and simplified, "the seed's winner passes several controls"
+    assert best.value == min(t.value for t in complete) < result.baseline.value
+    assert len(best.user_attrs["flags"]) == min(
+        len(t.user_attrs["flags"]) for t in complete if t.value == best.value
+    )
+    # every flag left is needed: removing any one of them was tried and made things worse, or not tried
+    # because the removal's configuration was already known to be worse
+    first = study.trials[simplified[0].user_attrs["simplified_from"]]
+    assert set(best.user_attrs["flags"]) < set(first.user_attrs["flags"])
+    assert result.acf_paths and "-O" in " ".join(best.user_attrs["flags"])

@@ -81,6 +81,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--workdir", type=Path, help="where distinct binaries are kept (default .ciq-optuna/STUDY)"
     )
+    p.add_argument("--no-simplify", dest="simplify", action="store_false",
+                   help="keep the winner as found (default: drop its controls that do not help, one extra "
+                        "trial per passed control)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -106,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         acf=args.acf,
         workdir=args.workdir,
         progress=not args.quiet,
+        simplify=args.simplify,
     )
     result = tune(config)
     s = result.stats
