@@ -127,6 +127,7 @@ class CompileObjective:
         trial.set_user_attr("binary_hash", result.code_hash)
         trial.set_user_attr("cubin_sha256", result.raw_sha256)
         trial.set_user_attr("metrics", metrics)
+        trial.set_user_attr("reused", False)
         values = dict(metrics)
         if self.measure is not None:
             values.update(self._measured(trial, candidate, result.code_hash, kept))
@@ -134,6 +135,7 @@ class CompileObjective:
             seen = self._cache(trial).lookup(result.code_hash)
             if seen is not None and seen[0] != trial.number:
                 trial.set_user_attr("reused_from", seen[0])
+                trial.set_user_attr("reused", True)
             else:
                 trial.set_user_attr("measured", {})
                 self._cache(trial).remember(result.code_hash, trial.number, {})
@@ -154,6 +156,7 @@ class CompileObjective:
         seen = cache.lookup(code_hash)
         if seen is not None and seen[0] != trial.number:
             trial.set_user_attr("reused_from", seen[0])
+            trial.set_user_attr("reused", True)
             return dict(seen[1])
         try:
             measured = normalize_measurement(self.measure(cubin, candidate), self.measure_name)
