@@ -114,10 +114,12 @@ def objective_kind(study: optuna.Study) -> str | None:
     return None
 
 
-def build_objective(study: optuna.Study) -> Objective:
+def build_objective(study: optuna.Study, **options: Any) -> Objective:
     """The objective of ``study``: a registered factory, else ``ciq_optuna.study.objective_from_study``.
 
-    Raises :class:`CiqError` (one line) when the study cannot be evaluated here.
+    ``options`` (``kernel``, ``compiler_path``: where they are on this machine) go to
+    ``objective_from_study``. Raises :class:`CiqError` (one line) when the study cannot be
+    evaluated here.
     """
     kind = objective_kind(study)
     if kind is not None and kind in _objective_factories:
@@ -128,7 +130,7 @@ def build_objective(study: optuna.Study) -> Objective:
         raise CiqError(
             f"study {study.study_name!r}: no objective builder for kind {kind!r} in this installation"
         ) from None
-    return objective_from_study(study)
+    return objective_from_study(study, **{k: v for k, v in options.items() if v is not None})
 
 
 def _build_sampler(study: optuna.Study) -> optuna.samplers.BaseSampler | None:
@@ -328,12 +330,15 @@ def run_worker(
     grace_period: int | None = None,
     reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT_S,
     default_path: Path = DEFAULT_STORAGE_FILE,
+    kernel: Path | None = None,
+    compiler_path: str | None = None,
 ) -> int:
     """Evaluate trials of ``study_name`` until its budget is reached; return how many this worker ran.
 
     ``n_jobs`` threads evaluate at once; ``n_trials`` caps this worker's own trials and
     ``timeout`` (seconds) its running time. ``heartbeat_interval``/``grace_period`` default to
-    :mod:`ciq_optuna.storage`'s. Raises :class:`CiqError` (one line, password redacted) when
+    :mod:`ciq_optuna.storage`'s. ``kernel``/``compiler_path`` say where the study's kernel and
+    compiler are on this machine (their hash and version must match the study's). Raises :class:`CiqError` (one line, password redacted) when
     the study cannot be joined.
     """
     if n_jobs < 1:
@@ -359,7 +364,7 @@ def run_worker(
                 study = _load(storage, study_name, shown)
                 budget = _budget_of(study, n_trials, timeout)
                 if objective is None:
-                    objective = build_objective(study)
+                    objective = build_objective(study, kernel=kernel, compiler_path=compiler_path)
                     _logger.info("worker joined study %r on %s (budget %s)", study_name, shown, budget)
             assert objective is not None
             if deadline is not None and time.monotonic() >= deadline:
@@ -501,6 +506,18 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
     parser.add_argument(
+        "--kernel",
+        default=None,
+        metavar="PATH",
+        help="the study's kernel on this machine, if not at the path recorded in the study (same content)",
+    )
+    parser.add_argument(
+        "--compiler-path",
+        default=None,
+        metavar="PATH",
+        help="the ptxas or nvcc executable on this machine (same version as the study's)",
+    )
+    parser.add_argument(
         "--heartbeat",
         type=int,
         default=None,
@@ -521,6 +538,8 @@ def run_worker_command(args: argparse.Namespace) -> int:
             n_trials=args.n_trials,
             timeout=args.timeout,
             heartbeat_interval=getattr(args, "heartbeat", None),
+            kernel=Path(args.kernel) if getattr(args, "kernel", None) else None,
+            compiler_path=getattr(args, "compiler_path", None),
         )
     except CiqError as exc:
         print(f"ciq-optuna worker: error: {scrub(str(exc), args.storage)}", file=sys.stderr, flush=True)
