@@ -123,6 +123,7 @@ def sampler_from_study(study: optuna.Study) -> optuna.samplers.BaseSampler:
 
 
 def finished_count(study: optuna.Study) -> int:
-    """Trials that count against the budget (complete, failed or pruned)."""
-    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL, optuna.trial.TrialState.PRUNED)
-    return len(study.get_trials(deepcopy=False, states=states))
+    """Trials that count against the budget, by the workers' rules (see :mod:`ciq_optuna.workers`)."""
+    from ciq_optuna.workers import budget_status
+
+    return budget_status(study)["done"]

@@ -39,6 +39,7 @@ from ciq_optuna.study import (
     finished_count,
     kernel_stem,
 )
+from ciq_optuna.workers import gated_objective
 
 DEFAULT_STORAGE_FILE = Path("ciq-optuna.db")
 _log = logging.getLogger("ciq_optuna")
@@ -296,7 +297,7 @@ def _optimize(study: optuna.Study, objective: CompileObjective, config: TuneConf
 
     try:
         study.optimize(
-            objective,
+            gated_objective(study, objective, budget),
             n_trials=remaining,
             n_jobs=config.jobs,
             catch=(TrialFailed,),
