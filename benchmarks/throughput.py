@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -89,15 +90,7 @@ def overhead(args: argparse.Namespace) -> None:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     work = Path(tempfile.mkdtemp(prefix="ciq-bench-", dir=args.dir))
-    rows: list[tuple[str, float]] = []
-
-    def measure(name: str, make) -> None:
-        per = min(_time_per_trial(make(), args.trials) for _ in range(args.repeat))
-        rows.append((name, per))
-        print(f"{name:45s} {per * 1000:7.2f} ms/trial", flush=True)
-
-    measure("in-memory (no storage)", lambda: optuna.storages.InMemoryStorage())
-    counter = iter(range(1000))
+    counter = iter(range(100000))
 
     def sqlite(mode: str, hb: int | None):
         return lambda: resolve_storage(
@@ -107,32 +100,40 @@ def overhead(args: argparse.Namespace) -> None:
             heartbeat_interval=hb,
         )
 
-    measure("SQLite, Optuna default (rollback journal)", sqlite("optuna-default", None))
-    measure("SQLite, WAL + synchronous=NORMAL", sqlite("tuned", None))
-    measure("SQLite, WAL + synchronous=NORMAL + heartbeat", sqlite("tuned", 10))
-    measure("SQLite, WAL + synchronous=OFF", sqlite("wal-off", None))
-    measure(
-        "JournalStorage file",
-        lambda: optuna.storages.JournalStorage(
+    server = PostgresServer().start()
+    options = {
+        "in-memory (no storage)": lambda: optuna.storages.InMemoryStorage(),
+        "SQLite, Optuna default (rollback journal, synchronous=FULL)": sqlite("optuna-default", None),
+        "SQLite, WAL + synchronous=NORMAL (ciq-optuna default)": sqlite("tuned", None),
+        "SQLite, WAL + synchronous=NORMAL + heartbeat (as workers run)": sqlite("tuned", 10),
+        "SQLite, WAL + synchronous=OFF": sqlite("wal-off", None),
+        "JournalStorage file (not an RDB)": lambda: optuna.storages.JournalStorage(
             optuna.storages.journal.JournalFileBackend(str(work / f"j-{next(counter)}.log"))
         ),
-    )
-    server = PostgresServer().start()
+        "PostgreSQL 15, local, fsync on": lambda: resolve_storage(
+            server.url(), default_path=work / "x.db", heartbeat_interval=None
+        ),
+        "PostgreSQL 15, local, fsync on + heartbeat": lambda: resolve_storage(
+            server.url(), default_path=work / "x.db"
+        ),
+    }
+    times: dict[str, list[float]] = {name: [] for name in options}
     try:
-        measure(
-            "PostgreSQL 15, local, fsync on",
-            lambda: resolve_storage(server.url(), default_path=work / "x.db", heartbeat_interval=None),
-        )
-        measure(
-            "PostgreSQL 15, local, fsync on + heartbeat",
-            lambda: resolve_storage(server.url(), default_path=work / "x.db"),
-        )
+        # Round robin, so that a change in machine load hits every option alike.
+        for _ in range(args.repeat):
+            for name, make in options.items():
+                times[name].append(_time_per_trial(make(), args.trials))
+                print(f"{name:65s} {times[name][-1] * 1000:7.2f} ms/trial", flush=True)
     finally:
         server.stop()
-    base = rows[0][1]
-    print("\n| storage | ms per trial | overhead vs in-memory (ms) |\n|---|---:|---:|")
-    for name, per in rows:
-        print(f"| {name} | {per * 1000:.1f} | {(per - base) * 1000:.1f} |")
+    base = statistics.median(times["in-memory (no storage)"])
+    print("\n| storage | ms per trial, median (min-max) | overhead vs in-memory, ms |\n|---|---:|---:|")
+    for name, values in times.items():
+        med = statistics.median(values)
+        print(
+            f"| {name} | {med * 1000:.1f} ({min(values) * 1000:.1f}-{max(values) * 1000:.1f}) | "
+            f"{(med - base) * 1000:.1f} |"
+        )
 
 
 def _run_workers(url: str, workers: int, budget: int, seconds: float, work: Path) -> dict:
@@ -192,17 +193,52 @@ def workers(args: argparse.Namespace) -> None:
         )
 
 
+def profile(args: argparse.Namespace) -> None:
+    """cProfile of one worker in this process: where the framework time of a trial goes."""
+    import cProfile
+    import pstats
+
+    from ciq_optuna.workers import run_worker
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    work = Path(tempfile.mkdtemp(prefix="ciq-bench-", dir=args.dir))
+    url = f"sqlite:///{work / 'profile.db'}"
+    study = optuna.create_study(storage=resolve_storage(url, default_path=work / "x.db"), study_name="p")
+    study.set_user_attr("budget", args.trials)
+    study.set_user_attr("objective", {"kind": KIND, "seconds": args.objective})
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    profiler.runcall(run_worker, url, "p", default_path=work / "x.db")
+    total = time.perf_counter() - start
+    print(f"{args.trials} trials in {total:.2f} s: {total / args.trials * 1000:.0f} ms per trial")
+    stats = pstats.Stats(profiler)
+    wanted = {
+        f"run_isolated (process start, {args.objective}s objective, result)": "run_isolated",
+        "Optuna parameter commits (_set_trial_param)": "_set_trial_param",
+        "Study.ask (new trial, sampler before_trial)": "ask",
+        "reading trials back (_read_trials_from_remote_storage)": "_read_trials_from_remote_storage",
+        "tell (_tell_with_warning)": "_tell_with_warning",
+    }
+    for label, func in wanted.items():
+        cum = sum(v[3] for k, v in stats.stats.items() if k[2] == func)
+        print(f"  {label:60s} {cum / args.trials * 1000:7.1f} ms per trial")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("overhead")
     p.add_argument("--trials", type=int, default=200)
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--dir", default=None)
     p = sub.add_parser("workers")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
     p.add_argument("--objective", type=float, default=0.2, help="seconds per evaluation")
     p.add_argument("--trials-per-worker", type=int, default=12)
+    p.add_argument("--dir", default=None)
+    p = sub.add_parser("profile")
+    p.add_argument("--trials", type=int, default=30)
+    p.add_argument("--objective", type=float, default=0.2)
     p.add_argument("--dir", default=None)
     p = sub.add_parser("worker", help="(internal) one worker process")
     add_worker_arguments(p)
@@ -211,6 +247,8 @@ def main() -> int:
         overhead(args)
     elif args.command == "workers":
         workers(args)
+    elif args.command == "profile":
+        profile(args)
     else:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         return run_worker_command(args)
