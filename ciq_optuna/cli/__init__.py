@@ -10,7 +10,6 @@ from ciq_optuna import __version__
 from ciq_optuna.errors import CiqError
 
 EXIT_USER_ERROR = 2
-_HAS_OPTIONAL = False
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,8 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune_cmd.register(sub)
     acf_cmd.register(sub)
     spaces_cmd.register(sub)
-    if _HAS_OPTIONAL:
-        _register_optional(sub)
+    _register_optional(sub)
     return parser
 
 
