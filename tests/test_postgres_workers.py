@@ -48,10 +48,10 @@ def _everything_stored(study: optuna.Study) -> str:
 def test_eight_worker_processes_reach_the_budget_exactly(
     postgres_server, postgres_db_url, tmp_path: Path
 ) -> None:
-    """8 processes, budget 24, GeneticSampler pool 8: 24 COMPLETE trials, 3 generations of 8,
+    """8 processes, budget 16, GeneticSampler pool 4: 16 COMPLETE trials, 4 generations of 4,
     no configuration evaluated twice; the URL comes from the environment and its password
     appears nowhere."""
-    budget, pool = 24, 8
+    budget, pool = 16, 4
     log = tmp_path / "evaluations.jsonl"
     storage = resolve_storage(postgres_db_url, default_path=tmp_path / "unused.db")
     objectives.create_study(storage, "eight", budget=budget, pool_size=pool, sleep=0.2, log=log)
@@ -103,12 +103,12 @@ def test_sigkilled_worker_trial_fails_by_heartbeat_and_is_retried(postgres_db_ur
 
 def test_workers_survive_a_database_restart(postgres_server, postgres_db_url, tmp_path: Path) -> None:
     """The server restarts while three workers run: they reconnect and finish the budget."""
-    budget, pool = 24, 4
+    budget, pool = 16, 4
     log = tmp_path / "evaluations.jsonl"
     storage = resolve_storage(postgres_db_url, default_path=tmp_path / "unused.db")
     objectives.create_study(storage, "restart", budget=budget, pool_size=pool, sleep=0.3, log=log)
     procs = [start_worker(postgres_db_url, "restart", tmp_path, name=f"w{i}", n_jobs=2) for i in range(3)]
-    _wait_for(lambda: len(objectives.read_log(log)) >= 6, 90, "six evaluations")
+    _wait_for(lambda: len(objectives.read_log(log)) >= 4, 90, "four evaluations")
     postgres_server.restart()
     assert wait_all(procs) == [0] * 3, outputs(tmp_path)
     study = optuna.load_study(study_name="restart", storage=storage)
@@ -149,3 +149,41 @@ def _alive(pid: int) -> bool:
             return stat.read().split(")")[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_real_tune_and_worker_on_postgres_never_show_the_password(
+    postgres_server, postgres_db_url, tmp_path: Path
+) -> None:
+    """A real ``ciq-optuna tune`` (ptxas) on PostgreSQL, then a worker joining its study: the
+    password is in no output, no ACF, no study or trial attribute."""
+    import shutil
+    import subprocess
+    import sys
+
+    kernel = Path(__file__).resolve().parents[1] / "examples" / "sgemm" / "sgemm.sm_80.ptx"
+    if shutil.which("ptxas") is None and not Path("/usr/local/cuda/bin/ptxas").exists():
+        pytest.skip("ptxas not found")
+    env = dict(os.environ, **{STORAGE_ENV: postgres_db_url})
+    tune = [sys.executable, "-m", "ciq_optuna.cli", "tune", str(kernel), "--arch", "sm_80"]
+    tune += ["--minimize", "registers", "--trials", "3", "--study", "pw", "--acf", str(tmp_path / "best.acf")]
+    done = subprocess.run(tune, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    storage = resolve_storage(postgres_db_url, default_path=tmp_path / "unused.db")
+    study = optuna.load_study(study_name="pw", storage=storage)
+    study.set_user_attr("budget", len(study.trials) + 2)
+    worker = start_worker(None, "pw", tmp_path, name="worker", env={STORAGE_ENV: postgres_db_url})
+    # The worker script registers only the test objective: the tune study goes to objective_from_study.
+    assert wait_all([worker]) == [0], outputs(tmp_path)
+    study = optuna.load_study(study_name="pw", storage=storage)
+    assert sum(t.state == TrialState.COMPLETE for t in study.trials) == study.user_attrs["budget"]
+    everything = "\n".join(
+        [
+            done.stdout,
+            done.stderr,
+            outputs(tmp_path),
+            _everything_stored(study),
+            (tmp_path / "best.acf").read_text(),
+        ]
+    )
+    assert "ciq:***@127.0.0.1" in everything  # the URL is shown, redacted
+    assert postgres_server.password not in everything
