@@ -40,8 +40,8 @@ DATA_DIR = Path(
 )
 DATASETS = ("convolution_A100", "convolution_MI250X", "dedispersion_MI250X", "gemm_RTX_3090")
 BUDGETS = (25, 50, 100, 200, 400)
-SO_SAMPLERS = ("genetic", "random", "tpe", "tpe_mv", "nsga2", "qmc")
-MO_SAMPLERS = ("make_sampler", "genetic_mo", "random", "tpe", "tpe_mv", "nsga2")
+SO_SAMPLERS = ("genetic", "random", "tpe", "tpe_mv", "tpe_indep", "nsga2", "qmc", "qmc_default")
+MO_SAMPLERS = ("genetic_mo", "nsga2_16", "random", "tpe", "tpe_mv", "nsga2")
 
 
 @dataclass
@@ -117,12 +117,10 @@ def build_sampler(name: str, seed: int, n_objectives: int = 1) -> optuna.sampler
         from ciq_optuna.samplers import GeneticSampler
 
         return GeneticSampler(seed=seed)
-    if name in ("make_sampler", "genetic_mo"):
-        from ciq_optuna.samplers import GeneticSampler, make_sampler
+    if name == "genetic_mo":
+        from ciq_optuna.samplers import GeneticSampler
 
-        if name == "genetic_mo":
-            return GeneticSampler(seed=seed)
-        return make_sampler(n_objectives, seed=seed)
+        return GeneticSampler(seed=seed)
     if name == "random":
         return s.RandomSampler(seed=seed)
     if name == "tpe":
@@ -131,7 +129,13 @@ def build_sampler(name: str, seed: int, n_objectives: int = 1) -> optuna.sampler
         return s.TPESampler(seed=seed, multivariate=True)
     if name == "nsga2":
         return s.NSGAIISampler(seed=seed)
+    if name == "nsga2_16":  # what make_sampler returns for several objectives
+        return s.NSGAIISampler(seed=seed, population_size=16)
+    if name == "tpe_indep":
+        return s.TPESampler(seed=seed, multivariate=False)
     if name == "qmc":
+        return s.QMCSampler(seed=seed, scramble=True)
+    if name == "qmc_default":  # Optuna's default: an unscrambled Sobol sequence, the same for every seed
         return s.QMCSampler(seed=seed)
     if name == "gp":
         return s.GPSampler(seed=seed)
@@ -139,7 +143,11 @@ def build_sampler(name: str, seed: int, n_objectives: int = 1) -> optuna.sampler
 
 
 def replay(
-    space: Space, sampler: optuna.samplers.BaseSampler, n_trials: int, n_objectives: int = 1
+    space: Space,
+    sampler: optuna.samplers.BaseSampler,
+    n_trials: int,
+    n_objectives: int = 1,
+    per_trial: list[float] | None = None,
 ) -> tuple[list, float]:
     """Run ``n_trials`` ask/tell steps; returns the per-trial results (None = failed) and the
     seconds spent outside the table look-up (the sampler's own time plus Optuna's)."""
@@ -165,7 +173,10 @@ def replay(
             value = rec[0] if n_objectives == 1 else list(rec[:n_objectives])
             study.tell(trial, value)
             out.append(value)
-        spent += (t1 - t0) + (time.perf_counter() - t2)
+        dt = (t1 - t0) + (time.perf_counter() - t2)
+        spent += dt
+        if per_trial is not None:
+            per_trial.append(dt)
         if study._stop_flag:
             break
     return out, spent
@@ -354,6 +365,18 @@ def cmd_report(args: argparse.Namespace) -> None:
                 n = len(d[BUDGETS[0]]["hv"])
                 cells = [f"{np.mean(d[b]['hv']):.3f}" for b in BUDGETS]
                 lines.append(f"| {ds} | {sname} | {n} | " + " | ".join(cells) + " |")
+    if args.timing and Path(args.timing).exists():
+        lines.append("\n**sampler time per trial (ms; ask + suggest + tell, in-memory storage)**\n")
+        lines.append(
+            "| sampler | dataset | trials in the study | ms per trial (mean) | ms per trial (last 100) |"
+        )
+        lines.append("|---|---|---|---|---|")
+        for line in Path(args.timing).read_text().splitlines():
+            r = json.loads(line)
+            lines.append(
+                f"| {r['sampler']} | {r['dataset']} | {r['trials']} | {r['ms_per_trial']:.2f} "
+                f"| {r['ms_per_trial_last100']:.2f} |"
+            )
     print("\n".join(lines))
 
 
@@ -365,12 +388,14 @@ def cmd_timing(args: argparse.Namespace) -> None:
     out = Path(args.out)
     for name in args.samplers.split(","):
         for n in [int(x) for x in args.trials.split(",")]:
-            results, spent = replay(space, build_sampler(name, 0), n)
+            per: list[float] = []
+            results, spent = replay(space, build_sampler(name, 0), n, per_trial=per)
             rec = {
                 "sampler": name,
                 "dataset": args.dataset,
                 "trials": len(results),
                 "ms_per_trial": 1000 * spent / len(results),
+                "ms_per_trial_last100": 1000 * float(np.mean(per[-100:])),
             }
             print(json.dumps(rec), flush=True)
             with out.open("a") as fh:
@@ -391,6 +416,7 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--jobs", type=int, default=2)
     p = sub.add_parser("report", help="markdown tables from result files")
     p.add_argument("--results", nargs="+", required=True)
+    p.add_argument("--timing", help="JSON-lines file written by the timing command")
     t = sub.add_parser("timing", help="sampler time per trial")
     t.add_argument("--dataset", default="gemm_RTX_3090")
     t.add_argument("--samplers", default="genetic,nsga2,random")

@@ -26,6 +26,7 @@ _KEY_ATTR = "GeneticSampler:key"
 _POOL_ATTR = "GeneticSampler:pool_size"
 _N_CANDIDATES = 16
 _MIN_FRESH = 6
+_NICHE_RADIUS = 1.0
 _SURROGATE_WINDOW = 256
 _ENUMERATE_LIMIT = 200_000
 
@@ -41,12 +42,16 @@ class GeneticSampler(BaseGASampler):
     """Elitist (mu + lambda) genetic sampler with storage-side generation bookkeeping.
 
     How it searches: generation 0 is ``pool_size`` random (never repeated) configurations plus
-    any enqueued trials.  Each later trial is a child of the ``survivors`` best finished trials:
-    two parents chosen by binary tournament, crossover of kind ``crossover``, then mutation of each
-    gene with probability ``mutate_rate`` (at least one gene changes).  Sixteen unseen children are
-    made and a nearest-neighbour model of the evaluated trials (failures count as worst) picks the
-    one that looks best, so failure regions are learnt and avoided.  Parents are chosen from all
-    trials finished when the child is made (steady state), so parallel workers never wait.
+    any enqueued trials.  Each later trial is a child of the survivors: the ``survivors`` best
+    finished trials, each at least one gene-unit away from every better survivor (niching: one
+    local optimum cannot fill the whole elite).  Two parents are chosen by binary tournament,
+    crossed over (kind ``crossover``, probability ``crossover_prob``), then each gene mutates with
+    probability ``mutate_rate`` (at least one gene changes).  At least six unseen children are made
+    (mutation grows stronger while too few are unseen) and the one to run is picked by a cheap
+    model of the evaluated trials: the fitness rank of its three nearest evaluated neighbours
+    (failures rank worst) plus the highest failure rate among its gene values, so regions and
+    values that fail are learnt and avoided.  Parents come from all trials finished when the child
+    is made (steady state), so parallel workers never wait for a generation to finish.
 
     Gene operators per distribution: integers, stepped floats and categoricals whose choices are
     all numbers are ordered (neighbours are likelier than far values, one mutation in ten is a
@@ -116,6 +121,7 @@ class GeneticSampler(BaseGASampler):
         self._rng = np.random.RandomState(seed)
         self._random = RandomSampler(seed=None if seed is None else seed + 1)
         self._n_candidates = _N_CANDIDATES
+        self._niche = _NICHE_RADIUS
         self._lock = threading.RLock()
         self._plans: dict[int, dict[str, Any] | _Exhausted] = {}
         self._reset(None)
@@ -490,7 +496,7 @@ class GeneticSampler(BaseGASampler):
         """``m`` children of the survivors: tournament, crossover, mutation."""
         rng = self._rng
         d = len(self._names)
-        x = self._x[order[: self._survivors()], :d]
+        x = self._x[self._elite(order), :d]
         k = len(x)
         pa = x[np.minimum(rng.randint(0, k, m), rng.randint(0, k, m))]  # rows sorted best first
         pb = x[np.minimum(rng.randint(0, k, m), rng.randint(0, k, m))]
@@ -515,6 +521,22 @@ class GeneticSampler(BaseGASampler):
         mut[np.where(none)[0], rng.choice(mutable, int(none.sum()))] = True
         return np.where(mut, self._mutate(child, strength), child)
 
+    def _elite(self, order: np.ndarray) -> np.ndarray:
+        """The survivors, best first; with niching, each farther than the niche radius from the
+        better ones (so one local optimum cannot fill the whole elite)."""
+        s = self._survivors()
+        if not self._niche or len(order) <= s:
+            return order[:s]
+        cand = order[: 8 * s]
+        dist = self._distances(self._x[cand, : len(self._names)], cand)
+        chosen = [0]
+        for i in range(1, len(cand)):
+            if dist[i, chosen].min() >= self._niche:
+                chosen.append(i)
+                if len(chosen) == s:
+                    break
+        return cand[chosen]
+
     def _mutate(self, x: np.ndarray, strength: float) -> np.ndarray:
         """A mutated value for every gene of ``x`` (the caller keeps the ones it wants)."""
         rng = self._rng
@@ -537,23 +559,28 @@ class GeneticSampler(BaseGASampler):
 
     def _pick(self, cands: np.ndarray, order: np.ndarray) -> int:
         """Index of the candidate whose nearest evaluated trials are best (failures worst)."""
-        d = len(self._names)
         n = self._n
         bad_all = np.ones(n)
         bad_all[order] = np.arange(len(order)) / max(1, len(order))
         idx = np.union1d(np.arange(max(0, n - _SURROGATE_WINDOW), n), order[: self._survivors()])
-        a, b = cands[:, None, :], self._x[idx, :d][None, :, :]
-        diff = np.abs(a - b)
-        dg = np.where(self._kind == 1, diff > 0, np.minimum(1.0, diff * self._scale))
-        na, nb = np.isnan(a), np.isnan(b)
-        dg = np.where(na | nb, np.where(na & nb, 0.0, 1.0), dg)
-        dist = dg.sum(axis=2)
+        dist = self._distances(cands, idx)
         bad = bad_all[idx]
         k = min(3, len(idx))
         near = np.argpartition(dist, k - 1, axis=1)[:, :k]
         w = 1.0 / (np.take_along_axis(dist, near, axis=1) + 1e-3)
         score = (bad[near] * w).sum(axis=1) / w.sum(axis=1) + self._fail_risk(cands)
         return int(np.argmin(score + self._rng.uniform(0.0, 1e-6, len(score))))
+
+    def _distances(self, cands: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """Distance of each candidate to each evaluated row in ``idx`` (sum of per-gene distances
+        in [0, 1]; an absent gene against a present one counts 1)."""
+        d = len(self._names)
+        a, b = cands[:, None, :], self._x[idx, :d][None, :, :]
+        diff = np.abs(a - b)
+        dg = np.where(self._kind == 1, diff > 0, np.minimum(1.0, diff * self._scale))
+        na, nb = np.isnan(a), np.isnan(b)
+        dg = np.where(na | nb, np.where(na & nb, 0.0, 1.0), dg)
+        return dg.sum(axis=2)
 
     def _fail_risk(self, cands: np.ndarray) -> np.ndarray:
         """Highest smoothed failure rate among the candidate's gene values (failures cluster on

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Every GeneticSampler benchmark of BENCHMARKS.md, in order; each step appends to its own file
+# under benchmarks/results/ and skips runs already there, so it can be stopped and restarted.
+# At most 2 processes (this machine is shared), lowered priority.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+R=benchmarks/results
+mkdir -p "$R"
+run="nice -n 10 python benchmarks/replay.py"
+
+# single objective: every sampler once to 400 evaluations per seed (budgets read off the curve)
+$run run --out $R/replay_so.jsonl --samplers genetic,random,tpe,tpe_mv,tpe_indep,nsga2,qmc,qmc_default \
+  --seeds 50 --budget 400 --jobs 2
+# multi-objective (time, compile_time)
+$run run --out $R/replay_mo.jsonl --objectives 2 --samplers genetic_mo,nsga2_16,random,tpe,tpe_mv,nsga2 \
+  --seeds 50 --budget 400 --jobs 2
+# toy problem
+nice -n 10 python benchmarks/toy_genetic.py --seeds 100 --out $R/toy.json
+# sampler time per trial (one process, nothing else of ours running)
+$run timing --dataset gemm_RTX_3090 --samplers genetic,nsga2,random,tpe --trials 1000,5000 --out $R/timing.jsonl
+# tables
+python benchmarks/replay.py report --results $R/replay_so.jsonl $R/replay_mo.jsonl --timing $R/timing.jsonl
