@@ -128,6 +128,16 @@ def test_dashboard_warns_when_listening_beyond_loopback(tmp_path: Path) -> None:
     assert "warning: listening on 0.0.0.0" in first and "no authentication" in first
 
 
+def _require_ptxas() -> None:
+    from ciq_optuna.compilers.locate import find_compiler
+    from ciq_optuna.errors import CiqError
+
+    try:
+        find_compiler("ptxas")
+    except CiqError as exc:
+        _unavailable(f"no ptxas for the tune run: {exc}")
+
+
 def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -167,8 +177,7 @@ def test_dashboard_in_chromium_shows_study_trials_and_acf(tmp_path: Path) -> Non
         from playwright.sync_api import sync_playwright
     except ImportError:
         _unavailable("playwright is not installed (pip install playwright)")
-    if shutil.which("ptxas") is None and not Path("/usr/local/cuda/bin/ptxas").exists():
-        _unavailable("ptxas not found for the tune run")
+    _require_ptxas()
     db, name = _tune(tmp_path)
     study = optuna.load_study(study_name=name, storage=f"sqlite:///{db}")
     with_acf = [t for t in study.trials if trial_artifacts(study, t)]

@@ -156,13 +156,13 @@ def test_real_tune_and_worker_on_postgres_never_show_the_password(
 ) -> None:
     """A real ``ciq-optuna tune`` (ptxas) on PostgreSQL, then a worker joining its study: the
     password is in no output, no ACF, no study or trial attribute."""
-    import shutil
     import subprocess
     import sys
 
+    from test_dashboard import _require_ptxas
+
+    _require_ptxas()
     kernel = Path(__file__).resolve().parents[1] / "examples" / "sgemm" / "sgemm.sm_80.ptx"
-    if shutil.which("ptxas") is None and not Path("/usr/local/cuda/bin/ptxas").exists():
-        pytest.skip("ptxas not found")
     env = dict(os.environ, **{STORAGE_ENV: postgres_db_url})
     tune = [sys.executable, "-m", "ciq_optuna.cli", "tune", str(kernel), "--arch", "sm_80"]
     tune += ["--minimize", "registers", "--trials", "3", "--study", "pw", "--acf", str(tmp_path / "best.acf")]
