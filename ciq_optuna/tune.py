@@ -239,7 +239,7 @@ def check_baseline(objective: CompileObjective) -> dict[str, float]:
 
 def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = None) -> TuneResult:
     """Run (or resume) a tuning study; see the module docstring."""
-    from ciq_optuna.storage import redact, resolve_storage
+    from ciq_optuna.storage import redact, resolve_storage, storage_url
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -251,7 +251,7 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
     )
     if storage is None:
         storage = resolve_storage(config.storage, default_path=DEFAULT_STORAGE_FILE)
-    storage_shown = redact(config.storage) if config.storage else f"sqlite:///{DEFAULT_STORAGE_FILE}"
+    storage_shown = redact(storage_url(config.storage, default_path=DEFAULT_STORAGE_FILE))
     sampler = make_sampler(len(meta["metrics"]), seed=config.seed, **meta["sampler"])
     study, created = create_or_load(storage, name, meta, sampler=sampler)
     study.set_user_attr("budget", max(config.trials, study.user_attrs.get("budget", 0)))
@@ -383,6 +383,7 @@ def dedup_stats(study: optuna.Study) -> dict[str, int]:
         "failed": sum(t.state == optuna.trial.TrialState.FAIL for t in trials),
         "distinct_binaries": len(hashes),
         "reused_measurements": sum("reused_from" in t.user_attrs for t in complete),
+        "simplification": sum("simplified_from" in t.user_attrs for t in trials),
     }
 
 

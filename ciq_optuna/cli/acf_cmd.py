@@ -97,25 +97,28 @@ def _verify(args: argparse.Namespace) -> int:
 def _from_study(args: argparse.Namespace) -> int:
     import optuna
 
-    from ciq_optuna.storage import redact, resolve_storage
+    from ciq_optuna.storage import redact, resolve_storage, storage_url
     from ciq_optuna.study import metadata
-    from ciq_optuna.tune import DEFAULT_STORAGE_FILE, acf_for_trial, build_objective
+    from ciq_optuna.tune import DEFAULT_STORAGE_FILE, acf_for_trial, best_trials, build_objective
 
+    shown = redact(storage_url(args.storage, default_path=DEFAULT_STORAGE_FILE))
     storage = resolve_storage(args.storage, default_path=DEFAULT_STORAGE_FILE, heartbeat_interval=None)
     try:
         study = optuna.load_study(study_name=args.study_name, storage=storage)
     except KeyError:
-        raise CiqError(f"no study named {args.study_name!r} in {redact(args.storage or '')}") from None
+        raise CiqError(f"no study named {args.study_name!r} in {shown}") from None
     meta = metadata(study)
     objective = build_objective(meta)
     if args.trial is None:
-        trial = study.best_trial
+        best = best_trials(study)
+        if not best:
+            raise CiqError(f"study {args.study_name!r} has no complete trial")
+        trial = best[0]
     else:
         trials = [t for t in study.get_trials(deepcopy=False) if t.number == args.trial]
         if not trials or trials[0].state != optuna.trial.TrialState.COMPLETE:
             raise CiqError(f"study {args.study_name!r} has no complete trial {args.trial}")
         trial = trials[0]
-    shown = redact(args.storage) if args.storage else f"sqlite:///{DEFAULT_STORAGE_FILE}"
     path = write_acf(args.output, acf_for_trial(study, trial, meta, objective, shown))
     print(f"wrote {path} (trial {trial.number})")
     return 0

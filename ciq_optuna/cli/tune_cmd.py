@@ -43,7 +43,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="METRIC[,METRIC]",
         help="metric(s) to maximise",
     )
-    p.add_argument("--trials", type=int, default=64, help="total trials of the study (default 64)")
+    p.add_argument(
+        "--trials",
+        type=int,
+        default=64,
+        help="total trials of the study's search (default 64); simplifying the winner adds at most "
+        "one trial per control it passes (see --no-simplify)",
+    )
     p.add_argument(
         "--jobs", type=int, default=1, help="trials evaluated in parallel in this process (default 1)"
     )
@@ -81,9 +87,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--workdir", type=Path, help="where distinct binaries are kept (default .ciq-optuna/STUDY)"
     )
-    p.add_argument("--no-simplify", dest="simplify", action="store_false",
-                   help="keep the winner as found (default: drop its controls that do not help, one extra "
-                        "trial per passed control)")
+    p.add_argument(
+        "--no-simplify",
+        dest="simplify",
+        action="store_false",
+        help="keep the winner as found (default: drop its controls that do not help, one extra "
+        "trial per passed control)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -114,8 +124,9 @@ def run(args: argparse.Namespace) -> int:
     result = tune(config)
     s = result.stats
     print()
+    simplified = f", {s['simplification']} to simplify the winner" if s["simplification"] else ""
     print(
-        f"trials: {s['trials']} ({s['complete']} complete, {s['failed']} failed); "
+        f"trials: {s['trials']} ({s['complete']} complete, {s['failed']} failed{simplified}); "
         f"distinct binaries: {s['distinct_binaries']}; measurements reused: {s['reused_measurements']}"
     )
     if result.baseline is None:
