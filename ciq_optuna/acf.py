@@ -36,8 +36,8 @@ FORMAT_VERSION = 1
 _HEADER = """\
 # ciq-optuna Advanced Control File: compiler controls tuned for one kernel.
 # Apply with the stock compiler (no Python needed once exported):
-#   ciq-optuna acf export {name} -o {stem}.opts   then   {compiler} --options-file {stem}.opts ...
-#   {compiler} $(ciq-optuna acf flags {name}) ...
+#   ciq-optuna acf export {name} -o {stem}.opts   then   {compiler} -arch={arch} --options-file {stem}.opts ...
+#   {compiler} -arch={arch} $(ciq-optuna acf flags {name}) ...
 # Flags: {flags}
 # Do not edit by hand: the checksum covers the whole content.
 """
@@ -83,6 +83,7 @@ class Acf:
         """The file text: a comment header followed by the TOML document."""
         stem = Path(name).name.removesuffix(".acf")
         header = _HEADER.format(
+            arch=self.arch,
             name=name,
             stem=stem,
             compiler=self.compiler,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
@@ -175,6 +176,15 @@ def prepare(config: TuneConfig, measure: Measure | None = None) -> tuple[dict[st
         raise CiqError("--jobs must be at least 1")
     if config.measure_command and not config.measure_regex:
         raise CiqError("--measure-cmd needs --measure-regex to read the metric from its output")
+    if not (config.timeout > 0 and math.isfinite(config.timeout)):
+        raise CiqError(f"--timeout must be a positive number of seconds, not {config.timeout}")
+    if config.pool_size is not None and config.pool_size < 2:
+        raise CiqError(f"--pool-size must be at least 2, not {config.pool_size}")
+    if (measure is not None or config.measure_command) and config.measure_name in COMPILE_METRICS:
+        raise CiqError(f"--measure-name {config.measure_name!r} is a compile metric; choose another name")
+    _check_output_file(config.acf, "--acf")
+    if config.workdir is not None and Path(config.workdir).exists() and not Path(config.workdir).is_dir():
+        raise CiqError(f"--workdir {config.workdir} is a file, not a directory")
     metrics, directions = _metrics_and_directions(config, measure is not None)
     compiler = compiler_for_source(kernel, config.compiler_path)
     compiler.check_arch(config.arch)
@@ -225,6 +235,17 @@ def prepare(config: TuneConfig, measure: Measure | None = None) -> tuple[dict[st
     return meta, objective
 
 
+def _check_output_file(path: Path | None, option: str) -> None:
+    """CiqError now, before any work, if ``path`` cannot be written later."""
+    if path is None:
+        return
+    path = Path(path)
+    if path.is_dir():
+        raise CiqError(f"{option} {path} is a directory; give a file name")
+    if not path.parent.is_dir():
+        raise CiqError(f"{option} {path}: directory {path.parent} does not exist")
+
+
 def check_baseline(objective: CompileObjective) -> dict[str, float]:
     """Compile with the compiler's defaults; CiqError with the compiler's message if the kernel is broken."""
     with tempfile.TemporaryDirectory(prefix="ciq-baseline-") as tmp:
@@ -253,26 +274,90 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
         storage = resolve_storage(config.storage, default_path=DEFAULT_STORAGE_FILE)
     storage_shown = redact(storage_url(config.storage, default_path=DEFAULT_STORAGE_FILE))
     sampler = make_sampler(len(meta["metrics"]), seed=config.seed, **meta["sampler"])
-    study, created = create_or_load(storage, name, meta, sampler=sampler)
+    study, _ = create_or_load(storage, name, meta, sampler=sampler)
     study.set_user_attr("budget", max(config.trials, study.user_attrs.get("budget", 0)))
     if config.workdir is None:
-        objective.workdir = Path(".ciq-optuna") / name
-    if created:
-        study.enqueue_trial(objective.space.baseline_params(), user_attrs={"baseline": True})
+        objective.workdir = Path(".ciq-optuna") / _safe_dirname(name)
     done = finished_count(study)
     remaining = config.trials - done
     _say(config, f"study {name!r} in {storage_shown}: {done} trial(s) done, {max(remaining, 0)} to run")
-    if remaining > 0:
-        _optimize(study, objective, config, remaining)
-    if config.simplify and len(study.directions) == 1 and best_trials(study):
-        before = len(study.trials)
-        simplify(study, objective, best_trials(study)[0])
-        if len(study.trials) > before:
-            _say(config, f"simplified the winner with {len(study.trials) - before} extra trial(s)")
+    in_flight: set[int] = set()
+    try:
+        if remaining > 0 and _run_baseline(study, objective, config.trials, in_flight):
+            remaining -= 1
+        if remaining > 0:
+            _optimize(study, objective, config, remaining, in_flight)
+        if config.simplify and len(study.directions) == 1 and best_trials(study):
+            before = len(study.trials)
+            simplify(study, objective, best_trials(study)[0])
+            if len(study.trials) > before:
+                _say(config, f"simplified the winner with {len(study.trials) - before} extra trial(s)")
+    except KeyboardInterrupt:
+        _fail_interrupted(study, in_flight)
+        raise CiqError(
+            "interrupted: the finished trials are saved; run the same command again to continue"
+        ) from None
     return finish(study, meta, objective, config, storage_shown)
 
 
-def _optimize(study: optuna.Study, objective: CompileObjective, config: TuneConfig, remaining: int) -> None:
+def _safe_dirname(name: str) -> str:
+    """A study name as one directory name (no path separators or parent references)."""
+    return re.sub(r"[^A-Za-z0-9_.+=-]", "_", name).lstrip(".") or "study"
+
+
+def _tracked(objective: Any, in_flight: set[int]) -> Any:
+    """Wrap an objective so the trials this process is running are known (to fail them on Ctrl-C)."""
+
+    def run(trial: optuna.Trial) -> Any:
+        in_flight.add(trial._trial_id)
+        try:
+            return objective(trial)
+        finally:
+            in_flight.discard(trial._trial_id)
+
+    return run
+
+
+def _fail_interrupted(study: optuna.Study, in_flight: set[int]) -> None:
+    for trial_id in list(in_flight):
+        try:
+            study._storage.set_trial_user_attr(trial_id, "error", "interrupted")
+            study._storage.set_trial_state_values(trial_id, optuna.trial.TrialState.FAIL)
+        except Exception:  # already finished by Optuna, or the storage is gone: nothing to repair
+            pass
+
+
+def _run_baseline(study: optuna.Study, objective: CompileObjective, budget: int, in_flight: set[int]) -> bool:
+    """Evaluate the compiler-default configuration first, alone, unless the study already has it.
+
+    Run before any parallel work: Optuna's queued trials race when several threads pick them up.
+    A baseline that fails stops the tune with its error (every candidate would fail the same
+    way). Returns whether a trial was run.
+    """
+    trials = study.get_trials(deepcopy=False)
+    states = {t.state for t in trials if t.user_attrs.get("baseline")}
+    if optuna.trial.TrialState.COMPLETE in states:
+        return False
+    if not states & {optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING}:
+        study.enqueue_trial(objective.space.baseline_params(), user_attrs={"baseline": True})
+    ran: list[optuna.trial.FrozenTrial] = []
+    study.optimize(
+        _tracked(gated_objective(study, objective, budget), in_flight),
+        n_trials=1,
+        catch=(TrialFailed,),
+        callbacks=[lambda s, t: ran.append(t)],
+    )
+    if ran and ran[0].user_attrs.get("baseline") and ran[0].state == optuna.trial.TrialState.FAIL:
+        raise CiqError(
+            f"the baseline (the compiler's defaults) failed: {ran[0].user_attrs.get('error', 'unknown error')}; "
+            "every candidate would fail the same way"
+        )
+    return bool(ran)
+
+
+def _optimize(
+    study: optuna.Study, objective: CompileObjective, config: TuneConfig, remaining: int, in_flight: set[int]
+) -> None:
     from tqdm.auto import tqdm
 
     bar = tqdm(total=remaining, desc="tuning", unit="trial", disable=not config.progress, dynamic_ncols=True)
@@ -297,18 +382,13 @@ def _optimize(study: optuna.Study, objective: CompileObjective, config: TuneConf
 
     try:
         study.optimize(
-            gated_objective(study, objective, budget),
+            _tracked(gated_objective(study, objective, budget), in_flight),
             n_trials=remaining,
             n_jobs=config.jobs,
             catch=(TrialFailed,),
             callbacks=[callback],
             gc_after_trial=False,
         )
-    except KeyboardInterrupt:
-        bar.close()
-        raise CiqError(
-            "interrupted: the finished trials are saved; run the same command again to continue"
-        ) from None
     finally:
         bar.close()
 

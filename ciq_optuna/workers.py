@@ -348,6 +348,11 @@ def run_worker(
         hb["heartbeat_interval"] = heartbeat_interval
     if grace_period is not None:
         hb["grace_period"] = grace_period
+    from ciq_optuna.storage import storage_url as _chosen_url
+
+    db_file = sqlite_path(_chosen_url(storage_url, default_path=default_path))
+    if db_file is not None and not db_file.is_file():
+        raise CiqError(f"no study database at {db_file} (a worker joins an existing study)")
     storage = resolve_storage(storage_url, default_path=default_path, **hb)
     shown = redact(getattr(storage, "url", "") or str(storage_url))
     start = time.monotonic()
@@ -530,6 +535,8 @@ def run_worker_command(args: argparse.Namespace) -> int:
     """Run ``ciq-optuna worker``; returns the exit status (0, or 1 after a one-line error)."""
     _quiet_storage_errors_in_threads()
     logging.basicConfig(level=logging.INFO, format="ciq-optuna worker: %(message)s")
+    # a failed trial is one line in its 'error' attribute, not a traceback on the console
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     try:
         ran = run_worker(
             args.storage,

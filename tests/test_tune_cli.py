@@ -267,12 +267,32 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "broken ptx": (["tune", str(broken)] + base[2:], "does not compile"),
         "compiler missing": (base + ["--compiler-path", str(tmp / "no-ptxas")], "ptxas"),
         "malformed space": (base + ["--space", str(bad_space)], "bad.toml"),
+        "acf into a directory": (base + ["--acf", str(tmp)], "is a directory"),
+        "acf into a missing directory": (base + ["--acf", str(tmp / "no" / "x.acf")], "does not exist"),
+        "pool size 1": (base + ["--pool-size", "1"], "--pool-size must be at least 2"),
+        "negative timeout": (base + ["--timeout", "-1"], "--timeout must be a positive"),
+        "measure name is a compile metric": (
+            base + ["--measure-cmd", "echo 5", "--measure-regex", "([0-9]+)", "--measure-name", "registers"],
+            "is a compile metric",
+        ),
     }
 
 
 @pytest.mark.parametrize(
     "case",
-    ["missing kernel", "unknown arch", "unknown metric", "broken ptx", "compiler missing", "malformed space"],
+    [
+        "missing kernel",
+        "unknown arch",
+        "unknown metric",
+        "broken ptx",
+        "compiler missing",
+        "malformed space",
+        "acf into a directory",
+        "acf into a missing directory",
+        "pool size 1",
+        "negative timeout",
+        "measure name is a compile metric",
+    ],
 )
 def test_bad_input_gives_one_line_and_leaves_the_study_intact(workdir: Path, case: str) -> None:
     assert (
@@ -323,3 +343,65 @@ def test_damaged_acf_is_refused(workdir: Path, damage: str, capsys: pytest.Captu
     assert main(["acf", "flags", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ciq-optuna: error: ") and len(err.strip().splitlines()) == 1
+
+
+def test_a_failing_baseline_stops_the_tune_with_its_error(
+    workdir: Path, capsys: pytest.CaptureFixture
+) -> None:
+    argv = [
+        "tune",
+        str(STENCIL),
+        "--arch",
+        "sm_90a",
+        "--minimize",
+        "t",
+        "--trials",
+        "5",
+        "--quiet",
+        "--measure-cmd",
+        "exit 3",
+        "--measure-regex",
+        "t=([0-9]+)",
+        "--measure-name",
+        "t",
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "the baseline (the compiler's defaults) failed: measure command exited with 3" in err
+    assert len(_study(workdir).trials) == 1
+    # fixed, the same command resumes the study and evaluates the baseline again first
+    argv[argv.index("exit 3")] = "echo t=7"
+    assert main(argv) == 0
+    study = _study(workdir)
+    assert [t.user_attrs.get("baseline") for t in study.trials[:2]] == [True, True]
+    assert study.trials[1].state == optuna.trial.TrialState.COMPLETE
+
+
+def test_parallel_jobs_share_the_study_without_races(workdir: Path) -> None:
+    for _ in range(3):
+        assert (
+            main(
+                [
+                    "tune",
+                    str(STENCIL),
+                    "--arch",
+                    "sm_90a",
+                    "--minimize",
+                    "registers",
+                    "--trials",
+                    "6",
+                    "--jobs",
+                    "2",
+                    "--quiet",
+                    "--no-simplify",
+                    "--study",
+                    f"j{_}",
+                ]
+            )
+            == 0
+        )
+    storage = f"sqlite:///{workdir / 'ciq-optuna.db'}"
+    for summary in optuna.get_all_study_summaries(storage):
+        trials = optuna.load_study(study_name=summary.study_name, storage=storage).trials
+        assert len(trials) == 6 and trials[0].user_attrs["baseline"]
+        assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)

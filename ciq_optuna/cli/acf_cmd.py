@@ -44,6 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--study", required=True, dest="study_name")
     s.add_argument("--trial", type=int, help="trial number (default: the best trial)")
     s.add_argument("-o", "--output", type=Path, required=True)
+    s.add_argument("--kernel", type=Path, help="the kernel here, if it moved since the study was made")
+    s.add_argument("--compiler-path", help="the compiler here, if it is not where the study found it")
     s.set_defaults(func=_from_study)
 
 
@@ -63,7 +65,11 @@ def _flags(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     acf = read_acf(args.acf)
     out = args.output or args.acf.with_suffix(".opts")
-    out.write_text(acf.options_file_text(), encoding="utf-8")
+    _check_output(out)
+    try:
+        out.write_text(acf.options_file_text(), encoding="utf-8")
+    except OSError as exc:
+        raise CiqError(f"cannot write {out}: {exc.strerror}") from None
     tool = "ptxas" if acf.compiler == "ptxas" else "nvcc"
     print(f"wrote {out}: {tool} -arch={acf.arch} --options-file {out} ...", file=sys.stderr)
     return 0
@@ -97,18 +103,22 @@ def _verify(args: argparse.Namespace) -> int:
 def _from_study(args: argparse.Namespace) -> int:
     import optuna
 
-    from ciq_optuna.storage import redact, resolve_storage, storage_url
+    from ciq_optuna.storage import redact, resolve_storage, sqlite_path, storage_url
     from ciq_optuna.study import metadata
     from ciq_optuna.tune import DEFAULT_STORAGE_FILE, acf_for_trial, best_trials, build_objective
 
+    _check_output(args.output)
     shown = redact(storage_url(args.storage, default_path=DEFAULT_STORAGE_FILE))
+    db_file = sqlite_path(storage_url(args.storage, default_path=DEFAULT_STORAGE_FILE))
+    if db_file is not None and not db_file.is_file():
+        raise CiqError(f"no study database at {db_file}")
     storage = resolve_storage(args.storage, default_path=DEFAULT_STORAGE_FILE, heartbeat_interval=None)
     try:
         study = optuna.load_study(study_name=args.study_name, storage=storage)
     except KeyError:
         raise CiqError(f"no study named {args.study_name!r} in {shown}") from None
     meta = metadata(study)
-    objective = build_objective(meta)
+    objective = build_objective(meta, kernel=args.kernel, compiler_path=args.compiler_path)
     if args.trial is None:
         best = best_trials(study)
         if not best:
@@ -122,3 +132,10 @@ def _from_study(args: argparse.Namespace) -> int:
     path = write_acf(args.output, acf_for_trial(study, trial, meta, objective, shown))
     print(f"wrote {path} (trial {trial.number})")
     return 0
+
+
+def _check_output(path: Path) -> None:
+    if path.is_dir():
+        raise CiqError(f"{path} is a directory; give a file name")
+    if not path.parent.is_dir():
+        raise CiqError(f"cannot write {path}: directory {path.parent} does not exist")
