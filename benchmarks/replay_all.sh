@@ -17,6 +17,6 @@ $run run --out $R/replay_mo.jsonl --objectives 2 --samplers genetic_mo,nsga2_16,
 # toy problem
 nice -n 10 python benchmarks/toy_genetic.py --seeds 100 --out $R/toy.json
 # sampler time per trial (one process, nothing else of ours running)
-$run timing --dataset gemm_RTX_3090 --samplers genetic,nsga2,random,tpe --trials 1000,5000 --out $R/timing.jsonl
+$run timing --dataset gemm_RTX_3090 --samplers genetic,nsga2,random,tpe --trials 1000,5000 --repeat 3 --out $R/timing.jsonl
 # tables
 python benchmarks/replay.py report --results $R/replay_so.jsonl $R/replay_mo.jsonl --timing $R/timing.jsonl

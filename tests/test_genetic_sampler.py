@@ -260,10 +260,9 @@ def test_make_sampler_choice_and_pareto_front() -> None:
     assert isinstance(make_sampler(1, seed=0), GeneticSampler)
     assert make_sampler(1, seed=0, pool_size=12).pool_size == 12
     assert make_sampler(1, seed=0, population_size=10, survivors=None).pool_size == 10
-    assert make_sampler(2, seed=0, pool_size=24, mutate_rate=0.2).population_size == 24
-    assert make_sampler(3, seed=0, population_size=None).population_size == 16
-    mo = make_sampler(2, seed=0)
-    assert isinstance(mo, optuna.samplers.NSGAIISampler)
+    assert make_sampler(3, seed=0, population_size=None).pool_size is None  # from the space
+    mo = make_sampler(2, seed=0, pool_size=8)
+    assert isinstance(mo, GeneticSampler) and mo.pool_size == 8
     with pytest.raises(ValueError, match="n_objectives"):
         make_sampler(0)
 

@@ -155,8 +155,10 @@ class GeneticSampler(BaseGASampler):
         self._rules_n = -1
         self._order_cache: tuple[int, np.ndarray] = (-1, np.empty(0, dtype=int))
         self._tables_d = -1
+        self._elite_cache: tuple[tuple, np.ndarray] = ((), np.empty(0, dtype=int))
         self._fail_tab: dict[int, np.ndarray] = {}
         self._n_failed = 0
+        self._fail_stack: tuple = (-1, None, None)
 
     def _gene_for(self, name: str, dist: BaseDistribution) -> None:
         if name in self._genes:
@@ -369,11 +371,12 @@ class GeneticSampler(BaseGASampler):
                 return
             pool = self._resolve_defaults(study) or 1
             fixed = trial.system_attrs.get("fixed_params") or {}
-            taken = set(self._taken_finished())
+            running: set[tuple] = set()
             for n in self._pending:
                 t = trials[n]
                 if t.number != trial.number:
-                    taken.update(_keys(self._encode(self._running_params(t))[None, :]))
+                    running.update(_keys(self._encode(self._running_params(t))[None, :]))
+            taken = _Taken(self._taken_finished(), running)
             self._learn_activation()
             self._tables()
             plan = self._plan(trial.number // pool, fixed, taken)
@@ -426,7 +429,7 @@ class GeneticSampler(BaseGASampler):
 
     # ------------------------------------------------------------------ making children
 
-    def _plan(self, generation: int, fixed: dict[str, Any], taken: set[tuple]) -> dict[str, Any] | _Exhausted:
+    def _plan(self, generation: int, fixed: dict[str, Any], taken: _Taken) -> dict[str, Any] | _Exhausted:
         """The next configuration: a fresh random one in generation 0, else the most promising of
         several fresh children (stronger mutation and random ones join when few are fresh)."""
         fixed_row = self._encode(fixed)
@@ -462,7 +465,7 @@ class GeneticSampler(BaseGASampler):
         fresh = np.array(pool)
         return self._decode(fresh[self._pick(fresh, order)])
 
-    def _enumerate(self, taken: set[tuple]) -> dict[str, Any] | _Exhausted:
+    def _enumerate(self, taken: _Taken) -> dict[str, Any] | _Exhausted:
         total = float(np.prod(self._size))
         if total > _ENUMERATE_LIMIT:
             return _Exhausted(
@@ -528,6 +531,9 @@ class GeneticSampler(BaseGASampler):
         if not self._niche or len(order) <= s:
             return order[:s]
         cand = order[: 8 * s]
+        key = (len(self._names), *cand.tolist())
+        if self._elite_cache[0] == key:  # most new trials do not enter the top rows
+            return self._elite_cache[1]
         dist = self._distances(self._x[cand, : len(self._names)], cand)
         chosen = [0]
         for i in range(1, len(cand)):
@@ -535,6 +541,7 @@ class GeneticSampler(BaseGASampler):
                 chosen.append(i)
                 if len(chosen) == s:
                     break
+        self._elite_cache = (key, cand[chosen])
         return cand[chosen]
 
     def _mutate(self, x: np.ndarray, strength: float) -> np.ndarray:
@@ -562,7 +569,9 @@ class GeneticSampler(BaseGASampler):
         n = self._n
         bad_all = np.ones(n)
         bad_all[order] = np.arange(len(order)) / max(1, len(order))
-        idx = np.union1d(np.arange(max(0, n - _SURROGATE_WINDOW), n), order[: self._survivors()])
+        lo = max(0, n - _SURROGATE_WINDOW)
+        elite = order[: self._survivors()]
+        idx = np.concatenate([np.sort(elite[elite < lo]), np.arange(lo, n)])
         dist = self._distances(cands, idx)
         bad = bad_all[idx]
         k = min(3, len(idx))
@@ -574,33 +583,50 @@ class GeneticSampler(BaseGASampler):
     def _distances(self, cands: np.ndarray, idx: np.ndarray) -> np.ndarray:
         """Distance of each candidate to each evaluated row in ``idx`` (sum of per-gene distances
         in [0, 1]; an absent gene against a present one counts 1)."""
-        d = len(self._names)
-        a, b = cands[:, None, :], self._x[idx, :d][None, :, :]
-        diff = np.abs(a - b)
-        dg = np.where(self._kind == 1, diff > 0, np.minimum(1.0, diff * self._scale))
-        na, nb = np.isnan(a), np.isnan(b)
-        dg = np.where(na | nb, np.where(na & nb, 0.0, 1.0), dg)
-        return dg.sum(axis=2)
+        a, b = cands, self._x[idx, : len(self._names)]
+        if np.isnan(a).any() or np.isnan(b).any():
+            a, b = np.nan_to_num(a, nan=_ABSENT), np.nan_to_num(b, nan=_ABSENT)
+        diff = np.abs(a[:, None, :] - b[None, :, :])
+        diff *= self._scale  # 1 / (n - 1) for ordered genes; a categorical differs by >= 1
+        np.minimum(diff, 1.0, out=diff)
+        return diff.sum(axis=2)
 
     def _fail_risk(self, cands: np.ndarray) -> np.ndarray:
         """Highest smoothed failure rate among the candidate's gene values (failures cluster on
         values such as too large blocks); the prior is the study's failure rate."""
-        risk = np.zeros(len(cands))
-        if not self._n_failed:
-            return risk
+        if not self._n_failed or not self._fail_tab:
+            return np.zeros(len(cands))
+        if self._fail_stack[0] != self._n:
+            cols = np.array(sorted(self._fail_tab))
+            width = max(t.shape[1] for t in self._fail_tab.values())
+            stack = np.zeros((2, len(cols), width))
+            for i, j in enumerate(cols):
+                stack[:, i, : self._fail_tab[j].shape[1]] = self._fail_tab[j]
+            self._fail_stack = (self._n, cols, stack)
+        _, cols, stack = self._fail_stack
+        c = cands[:, cols]
+        absent = np.isnan(c)
+        ci = np.where(absent, 0, c).astype(int)
         prior = self._n_failed / self._n
-        for j, tab in self._fail_tab.items():
-            c = cands[:, j]
-            ok = ~np.isnan(c)
-            if not ok.any():
-                continue
-            ci = c[ok].astype(int)
-            rate = (tab[0, ci] + 2.0 * prior) / (tab[1, ci] + 2.0)
-            risk[ok] = np.maximum(risk[ok], rate)
-        return risk
+        rate = (stack[0, np.arange(len(cols)), ci] + 2.0 * prior) / (stack[1, np.arange(len(cols)), ci] + 2.0)
+        rate[absent] = 0.0
+        return np.maximum(rate.max(axis=1), 0.0)
+
+
+class _Taken:
+    """Keys of configurations already in the study: finished ones and running/waiting ones."""
+
+    __slots__ = ("finished", "running")
+
+    def __init__(self, finished: set[tuple], running: set[tuple]) -> None:
+        self.finished, self.running = finished, running
+
+    def __contains__(self, key: tuple) -> bool:
+        return key in self.finished or key in self.running
 
 
 _KINDS = {"ord": 0, "cat": 1, "cont": 2}
+_ABSENT = -1e12  # code of an absent gene in distances: differs by >= 1 from any present code
 _MAX_TABLE = 4096
 
 
