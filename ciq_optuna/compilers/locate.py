@@ -117,7 +117,12 @@ def compiler_info(name: str, path: str | os.PathLike) -> CompilerInfo:
     p = Path(path).absolute()
     if not _is_executable(p):
         raise CompilerNotFoundError(f"{name} not found or not executable: {p}")
-    version, release, _ = _version_of(str(p), p.stat().st_mtime_ns)
+    version, release, banner = _version_of(str(p), p.stat().st_mtime_ns)
+    expected = {"ptxas": "ptxas", "nvcc": "nvcc"}.get(name)
+    if expected and expected not in banner.lower():
+        raise CompilerNotFoundError(
+            f"{p} is not {name}: its --version says {banner.strip().splitlines()[0]!r}"
+        )
     return CompilerInfo(name=name, path=p, version=version, release=release)
 
 
