@@ -30,7 +30,7 @@ def _fake_compiler(directory: Path, name: str, banner: str) -> Path:
     """A real executable that answers --version like an NVIDIA tool."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / name
-    path.write_text(f"#!/bin/sh\nprintf '%s\\n' '{banner}'\n")
+    path.write_text(f"#!/bin/sh\nprintf '%s\\n' '{name}: NVIDIA (R) test double' '{banner}'\n")
     path.chmod(0o755)
     return path
 
@@ -130,3 +130,9 @@ def test_pip_wheels_are_found(name):
     info = infos[0]
     assert info.version.startswith(info.release + ".")
     assert find_compiler(name, release=info.release).release == info.release
+
+
+def test_another_compiler_is_refused(isolated):
+    nvcc = _fake_compiler(isolated / "n", "nvcc", "Cuda compilation tools, release 13.0, V13.0.88")
+    with pytest.raises(CiqError, match="is not ptxas"):
+        find_compiler("ptxas", nvcc)
