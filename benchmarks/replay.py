@@ -10,9 +10,9 @@ crash loses nothing and a rerun skips what is done.
 
 Usage (see BENCHMARKS.md for the exact commands and results)::
 
-    nice -n 10 python benchmarks/replay.py run --out benchmarks/results/replay_so.jsonl \
+    nice -n 10 python benchmarks/replay.py run --out benchmarks/results/replay_so.jsonl.gz \
         --samplers genetic,random --seeds 50 --budget 400 --jobs 2
-    python benchmarks/replay.py report --results benchmarks/results/replay_so.jsonl
+    python benchmarks/replay.py report --results benchmarks/results/replay_so.jsonl.gz
 """
 
 from __future__ import annotations
@@ -199,10 +199,22 @@ def _job(args: tuple) -> dict:
     }
 
 
+def _read_text(path: Path) -> str:
+    """A results file, plain or gzipped (``.gz``: appended runs are gzip members)."""
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt") as fh:
+            return fh.read()
+    return path.read_text()
+
+
+def _open_append(path: Path):  # noqa: ANN202 - a text file object
+    return gzip.open(path, "at") if path.suffix == ".gz" else path.open("a")
+
+
 def _done(path: Path) -> set[tuple]:
     done = set()
     if path.exists():
-        for line in path.read_text().splitlines():
+        for line in _read_text(path).splitlines():
             try:
                 r = json.loads(line)
             except json.JSONDecodeError:
@@ -224,7 +236,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     ]
     print(f"{len(jobs)} runs to do, {len(done)} already in {out}", flush=True)
     t0 = time.time()
-    with out.open("a") as fh:
+    with _open_append(out) as fh:
         if args.jobs <= 1:
             it: Iterable[dict] = map(_job, jobs)
         else:
@@ -331,7 +343,7 @@ def mo_table(rows: list[dict], budgets: Iterable[int] = BUDGETS) -> dict:
 def _load_rows(paths: list[str]) -> list[dict]:
     rows = []
     for p in paths:
-        for line in Path(p).read_text().splitlines():
+        for line in _read_text(Path(p)).splitlines():
             if line.strip():
                 rows.append(json.loads(line))
     return rows

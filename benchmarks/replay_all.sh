@@ -9,14 +9,15 @@ mkdir -p "$R"
 run="nice -n 10 python benchmarks/replay.py"
 
 # single objective: every sampler once to 400 evaluations per seed (budgets read off the curve)
-$run run --out $R/replay_so.jsonl --samplers genetic,random,tpe,tpe_mv,tpe_indep,nsga2,qmc,qmc_default \
+$run run --out $R/replay_so.jsonl.gz --samplers genetic,random,tpe,tpe_mv,tpe_indep,nsga2,qmc,qmc_default \
   --seeds 50 --budget 400 --jobs 2
 # multi-objective (time, compile_time)
-$run run --out $R/replay_mo.jsonl --objectives 2 --samplers genetic_mo,nsga2_16,random,tpe,tpe_mv,nsga2 \
+$run run --out $R/replay_mo.jsonl.gz --objectives 2 --samplers genetic_mo,nsga2_16,random,tpe,tpe_mv,nsga2 \
   --seeds 50 --budget 400 --jobs 2
 # toy problem
 nice -n 10 python benchmarks/toy_genetic.py --seeds 100 --out $R/toy.json
 # sampler time per trial (one process, nothing else of ours running)
-$run timing --dataset gemm_RTX_3090 --samplers genetic,nsga2,random,tpe --trials 1000,5000 --repeat 3 --out $R/timing.jsonl
+$run timing --dataset gemm_RTX_3090 --samplers genetic,nsga2,random,tpe --trials 1000 --repeat 3 --out $R/timing.jsonl
+$run timing --dataset gemm_RTX_3090 --samplers genetic,nsga2,random,tpe --trials 5000 --repeat 1 --out $R/timing.jsonl
 # tables
-python benchmarks/replay.py report --results $R/replay_so.jsonl $R/replay_mo.jsonl --timing $R/timing.jsonl
+python benchmarks/replay.py report --results $R/replay_so.jsonl.gz $R/replay_mo.jsonl.gz --timing $R/timing.jsonl
