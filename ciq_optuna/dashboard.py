@@ -27,6 +27,7 @@ from pathlib import Path
 import optuna
 from optuna.artifacts import FileSystemArtifactStore
 
+from ciq_optuna.cli.types import port
 from ciq_optuna.errors import CiqError
 from ciq_optuna.storage import redact, resolve_storage, scrub, sqlite_path, storage_url
 
@@ -150,7 +151,7 @@ def add_dashboard_arguments(parser: argparse.ArgumentParser) -> None:
         default="127.0.0.1",
         help="address to listen on (default 127.0.0.1; the dashboard has no authentication)",
     )
-    parser.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
+    parser.add_argument("--port", type=port, default=8080, help="port to listen on (default 8080)")
     parser.add_argument(
         "--artifacts",
         default=None,

@@ -60,6 +60,11 @@ def check_compatible(found: Mapping[str, Any], wanted: Mapping[str, Any], study_
         if sub is not None:
             a = a.get(sub) if isinstance(a, Mapping) else None
             b = b.get(sub) if isinstance(b, Mapping) else None
+        if a != b and key == "kernel":
+            raise CiqError(
+                f"the kernel changed since study {study_name!r} was made (content hash differs); "
+                "use another --study name for the new version"
+            )
         if a != b:
             raise CiqError(
                 f"study {study_name!r} was made with {label} {a!r}, this run has {b!r}; "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 import tempfile
 import warnings
@@ -147,6 +148,7 @@ def build_objective(
             kernel=kernel,
             arch=meta["arch"],
             timeout=meta.get("timeout", 300.0),
+            cwd=Path(m["cwd"]) if m.get("cwd") and Path(m["cwd"]).is_dir() else None,
         )
     return CompileObjective(
         compiler,
@@ -198,11 +200,13 @@ def prepare(config: TuneConfig, measure: Measure | None = None) -> tuple[dict[st
             kernel=kernel.resolve(),
             arch=config.arch,
             timeout=config.timeout,
+            cwd=Path.cwd(),
         )
         measure_meta = {
             "command": config.measure_command,
             "regex": config.measure_regex,
             "name": config.measure_name,
+            "cwd": os.getcwd(),
         }
     meta = {
         "kind": "compile",
@@ -255,6 +259,8 @@ def check_baseline(objective: CompileObjective) -> dict[str, float]:
             f"{objective.kernel.name} does not compile with {objective.compiler.name}'s defaults: "
             f"{result.error}"
         )
+    if not result.entries:
+        raise CiqError(f"{objective.kernel.name} has no kernel (entry function) to tune")
     return compile_metrics(result)
 
 

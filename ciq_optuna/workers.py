@@ -54,6 +54,7 @@ import optuna
 import sqlalchemy
 from optuna.trial import FrozenTrial, TrialState
 
+from ciq_optuna.cli.types import positive_float, positive_int
 from ciq_optuna.errors import CiqError
 from ciq_optuna.storage import redact, resolve_storage, scrub, sqlite_path
 
@@ -505,11 +506,11 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         "environment variable for URLs with a password",
     )
     parser.add_argument("--study", required=True, help="name of the study to join")
-    parser.add_argument("--n-jobs", type=int, default=1, help="trials evaluated at once (threads)")
+    parser.add_argument("--n-jobs", type=positive_int, default=1, help="trials evaluated at once (threads)")
     parser.add_argument(
-        "--n-trials", type=int, default=None, help="stop after this many trials of this worker"
+        "--n-trials", type=positive_int, default=None, help="stop after this many trials of this worker"
     )
-    parser.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
+    parser.add_argument("--timeout", type=positive_float, default=None, help="stop after this many seconds")
     parser.add_argument(
         "--kernel",
         default=None,
@@ -524,7 +525,7 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--heartbeat",
-        type=int,
+        type=positive_int,
         default=None,
         metavar="SECONDS",
         help="heartbeat interval; a trial without heartbeat for 3 intervals is failed and retried (default 10)",

@@ -270,7 +270,7 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "acf into a directory": (base + ["--acf", str(tmp)], "is a directory"),
         "acf into a missing directory": (base + ["--acf", str(tmp / "no" / "x.acf")], "does not exist"),
         "pool size 1": (base + ["--pool-size", "1"], "--pool-size must be at least 2"),
-        "negative timeout": (base + ["--timeout", "-1"], "--timeout must be a positive"),
+        "negative timeout": (base + ["--timeout", "-1"], "--timeout: must be a positive number"),
         "measure name is a compile metric": (
             base + ["--measure-cmd", "echo 5", "--measure-regex", "([0-9]+)", "--measure-name", "registers"],
             "is a compile metric",
@@ -312,7 +312,7 @@ def test_bad_input_gives_one_line_and_leaves_the_study_intact(workdir: Path, cas
     )
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ciq-optuna: error: "), res.stderr
+    assert len(lines) == 1 and lines[0].startswith("ciq-optuna") and ": error: " in lines[0], res.stderr
     assert message in lines[0]
     assert "Traceback" not in res.stderr
     assert [(t.number, t.state, t.values) for t in _study(workdir).trials] == before

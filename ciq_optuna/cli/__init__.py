@@ -12,10 +12,17 @@ from ciq_optuna.errors import CiqError
 EXIT_USER_ERROR = 2
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (the usage is one ``--help`` away)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ciq_optuna.cli import acf_cmd, spaces_cmd, tune_cmd
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ciq-optuna",
         description="Tune a GPU kernel's compiler controls (ptxas, nvcc) with Optuna and write an ACF.",
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ciq_optuna.cli.types import positive_float, positive_int
 from ciq_optuna.objectives.metrics import COMPILE_METRICS
 from ciq_optuna.tune import TuneConfig, tune
 
@@ -45,13 +46,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--trials",
-        type=int,
+        type=positive_int,
         default=64,
         help="total trials of the study's search (default 64); simplifying the winner adds at most "
         "one trial per control it passes (see --no-simplify)",
     )
     p.add_argument(
-        "--jobs", type=int, default=1, help="trials evaluated in parallel in this process (default 1)"
+        "--jobs",
+        type=positive_int,
+        default=1,
+        help="trials evaluated in parallel in this process (default 1)",
     )
     p.add_argument(
         "--storage", help="Optuna storage URL (default sqlite:///ciq-optuna.db; or $CIQ_OPTUNA_STORAGE)"
@@ -78,7 +82,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--measure-regex", help="regex with one group reading the metric from the command's output"
     )
     p.add_argument("--measure-name", default="measured", help="metric name of the command's value")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per compile and per measurement")
+    p.add_argument(
+        "--timeout", type=positive_float, default=120.0, help="seconds per compile and per measurement"
+    )
     p.add_argument("--seed", type=int, help="sampler seed (reproducible searches)")
     p.add_argument(
         "--pool-size", type=int, help="candidates per generation (default: derived from the space)"

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ciq_optuna.cli.types import positive_int
 from ciq_optuna.errors import CiqError
 from ciq_optuna.gpu.harness import KernelLaunch
 from ciq_optuna.validation import ValidationSettings, validate_acfs
@@ -38,7 +39,9 @@ def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sessions", type=int, default=d.sessions, help="fresh processes per candidate (%(default)s)"
     )
-    parser.add_argument("--repeats", type=int, default=200, help="timed rounds per session (%(default)s)")
+    parser.add_argument(
+        "--repeats", type=positive_int, default=200, help="timed rounds per session (%(default)s)"
+    )
     parser.add_argument("--warmup", type=int, default=50, help="untimed rounds per session (%(default)s)")
     parser.add_argument(
         "--alpha", type=float, default=d.alpha, help="family-wise significance level (%(default)s)"

@@ -2,7 +2,8 @@
 
 The template may use ``{cubin}``, ``{kernel}``, ``{arch}``, ``{flags}`` (shell-quoted) and
 application parameters as ``{app[tile][m]}``; values are shell-quoted before substitution.
-The metric is the first group of a regular expression searched in stdout then stderr (the
+The command runs in ``cwd`` (the directory ``tune`` ran in, recorded in the study, so a worker
+started elsewhere runs ``./bench`` from the same place when it exists there). The metric is the first group of a regular expression searched in stdout then stderr (the
 last match wins, so a benchmark that prints progress first still works).
 """
 
@@ -34,7 +35,15 @@ class CommandMeasure:
     """``measure(cubin, candidate)`` running a shell command template; see the module docstring."""
 
     def __init__(
-        self, template: str, metric: str, regex: str, *, kernel: Path, arch: str, timeout: float = 300.0
+        self,
+        template: str,
+        metric: str,
+        regex: str,
+        *,
+        kernel: Path,
+        arch: str,
+        timeout: float = 300.0,
+        cwd: Path | None = None,
     ) -> None:
         try:
             fields = {f[1].split("[")[0].split(".")[0] for f in string.Formatter().parse(template) if f[1]}
@@ -56,6 +65,7 @@ class CommandMeasure:
             )
         self.template, self.metric = template, metric
         self.kernel, self.arch, self.timeout = kernel, arch, timeout
+        self.cwd = cwd
 
     def command(self, cubin: Path, candidate: Candidate) -> str:
         return self.template.format(
@@ -68,7 +78,7 @@ class CommandMeasure:
 
     def __call__(self, cubin: Path, candidate: Candidate) -> dict[str, float]:
         cmd = self.command(cubin, candidate)
-        res = run_command(["/bin/sh", "-c", cmd], timeout=self.timeout)
+        res = run_command(["/bin/sh", "-c", cmd], timeout=self.timeout, cwd=self.cwd)
         if res.timed_out:
             raise CiqError(f"measure command timed out after {self.timeout:g} s")
         if res.returncode != 0:
