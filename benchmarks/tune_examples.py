@@ -23,6 +23,8 @@ CASES = [
     ("stencil", "sm_90a", ["registers"]),
     ("stencil", "sm_80", ["registers"]),
     ("attention", "sm_90a", ["spill-bytes", "compile-time"]),
+    ("sgemm", "sm_90a", ["registers", "spill-bytes"]),
+    ("stencil", "sm_80", ["registers", "spill-bytes"]),
 ]
 
 
