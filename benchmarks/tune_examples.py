@@ -58,11 +58,16 @@ def main() -> None:
         best = res.best[0]
         base = res.baseline.values if res.baseline else None
         fmt = ", ".join
+        if len(metrics) > 1:
+            front = sorted(res.best, key=lambda t: t.values)
+            found = "Pareto front: " + "; ".join(f"({fmt(f'{v:g}' for v in t.values)})" for t in front)
+        else:
+            found = fmt(f"{v:g}" for v in best.values)
+        flags = " ".join(best.user_attrs.get("flags", [])) or "(none)"
         print(
             f"| {kernel} | {arch} | {fmt(metrics)} | {s['trials']} ({s['failed']}) | {s['distinct_binaries']} | "
-            f"{s['reused_measurements']} | {fmt(f'{v:g}' for v in base) if base else '-'} | "
-            f"{fmt(f'{v:g}' for v in best.values)}{f' (Pareto front: {len(res.best)})' if len(metrics) > 1 else ''}"
-            f" | `{' '.join(best.user_attrs.get('flags', [])) or '(none)'}` | {wall:.0f} |",
+            f"{s['reused_measurements']} | {fmt(f'{v:g}' for v in base) if base else '-'} | {found} | "
+            f"`{flags}` | {wall:.0f} |",
             flush=True,
         )
 
