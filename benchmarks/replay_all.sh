@@ -18,6 +18,7 @@ $run run --out $R/replay_mo.jsonl.gz --objectives 2 --samplers genetic_mo,nsga2_
 nice -n 10 python benchmarks/toy_genetic.py --seeds 100 --out $R/toy.json
 # sampler time per trial (one process, nothing else of ours running)
 $run timing --dataset gemm_RTX_3090 --samplers genetic,nsga2,random,tpe --trials 1000 --repeat 3 --out $R/timing.jsonl
+$run timing --dataset gemm_RTX_3090 --samplers genetic,nsga2,random,tpe --trials 1000 --repeat 3 --out $R/timing.jsonl
 $run timing --dataset gemm_RTX_3090 --samplers genetic,nsga2,random,tpe --trials 5000 --repeat 1 --out $R/timing.jsonl
 # tables
 python benchmarks/replay.py report --results $R/replay_so.jsonl.gz $R/replay_mo.jsonl.gz --timing $R/timing.jsonl
