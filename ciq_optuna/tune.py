@@ -407,7 +407,7 @@ def baseline_trial(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
 
 
 def best_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    """The best trial, or the Pareto front for several objectives.
+    """The best trial, or the Pareto front for several objectives (one trial per point).
 
     Among equally good trials the one with the fewest flags wins (then the earliest), so the
     ACF carries no control that does not earn its place.
@@ -418,7 +418,10 @@ def best_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     if len(study.directions) == 1:
         sign = 1.0 if study.direction == optuna.study.StudyDirection.MINIMIZE else -1.0
         return [min(complete, key=lambda t: (sign * t.value, len(t.user_attrs.get("flags", [])), t.number))]
-    return sorted(study.best_trials, key=lambda t: t.number)
+    simplest: dict[tuple[float, ...], optuna.trial.FrozenTrial] = {}
+    for t in sorted(study.best_trials, key=lambda t: (len(t.user_attrs.get("flags", [])), t.number)):
+        simplest.setdefault(tuple(t.values), t)  # one trial per Pareto point: the one with fewest flags
+    return sorted(simplest.values(), key=lambda t: t.number)
 
 
 def trial_metrics(trial: optuna.trial.FrozenTrial) -> dict[str, float]:

@@ -196,7 +196,9 @@ def test_multi_objective_writes_the_pareto_front(workdir: Path, capsys: pytest.C
     )
     assert rc == 0
     study = _study(workdir)
-    front = sorted(t.number for t in study.best_trials)
+    front = sorted(t.number for t in best_trials(study))
+    points = {tuple(t.values) for t in study.best_trials}
+    assert len(front) == len(points), "one ACF per Pareto point"
     written = sorted(int(p.stem.split("-")[1]) for p in (workdir / "stencil.sm_90a.pareto").glob("*.acf"))
     assert written == front and written
     assert "Pareto" in capsys.readouterr().out
