@@ -295,3 +295,37 @@ def test_genetic_sampler_handles_multi_objective() -> None:
     study.optimize(objective, n_trials=40)
     assert len({_config(t) for t in study.trials}) == 40
     assert len(study.best_trials) >= 2
+
+
+_WORKER = """
+import random, sys, time
+import optuna
+from ciq_optuna.samplers import GeneticSampler
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+def objective(trial):
+    x = trial.suggest_int("x", 0, 9)
+    y = trial.suggest_categorical("y", ["a", "b", "c", "d"])
+    time.sleep(random.uniform(0.0, 0.05))
+    return x + "abcd".index(y)
+
+study = optuna.load_study(study_name="procs", storage=sys.argv[1], sampler=GeneticSampler(pool_size=8))
+study.optimize(objective, n_trials=8)
+"""
+
+
+def test_worker_processes_on_sqlite_never_repeat_a_configuration(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    storage = f"sqlite:///{tmp_path / 'procs.db'}"
+    study = optuna.create_study(study_name="procs", storage=storage)
+    study.enqueue_trial({"x": 9, "y": "d"})  # a baseline first, alone, as `ciq-optuna tune` runs it
+    study.optimize(
+        lambda t: t.suggest_int("x", 0, 9) + "abcd".index(t.suggest_categorical("y", list("abcd"))), 1
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", _WORKER, storage]) for _ in range(4)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
+    trials = optuna.load_study(study_name="procs", storage=storage).trials
+    assert len(trials) == 33 and all(t.state == TrialState.COMPLETE for t in trials)
+    assert len({_config(t) for t in trials}) == 33  # 40 configurations exist

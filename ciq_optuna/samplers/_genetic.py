@@ -13,6 +13,7 @@ import numpy as np
 from optuna.distributions import BaseDistribution
 from optuna.exceptions import TrialPruned
 from optuna.samplers import BaseGASampler, RandomSampler
+from optuna.storages import InMemoryStorage
 from optuna.study import Study, StudyDirection
 from optuna.study._multi_objective import _fast_non_domination_rank
 from optuna.trial import FrozenTrial, TrialState
@@ -25,6 +26,7 @@ CROSSOVERS = ("uniform", "onepoint", "twopoint", "none")
 _KEY_ATTR = "GeneticSampler:key"
 _POOL_ATTR = "GeneticSampler:pool_size"
 _N_CANDIDATES = 16
+_CLAIM_TRIES = 8
 _MIN_FRESH = 6
 _NICHE_RADIUS = 1.0
 _SURROGATE_WINDOW = 256
@@ -379,16 +381,34 @@ class GeneticSampler(BaseGASampler):
             taken = _Taken(self._taken_finished(), running)
             self._learn_activation()
             self._tables()
-            plan = self._plan(trial.number // pool, fixed, taken)
-            self._plans[trial._trial_id] = plan
-            if isinstance(plan, _Exhausted):
-                _LOG.warning(plan.message)
-                try:
-                    study.stop()
-                except RuntimeError:
-                    pass
-                return
-            study._storage.set_trial_system_attr(trial._trial_id, _KEY_ATTR, json.dumps(plan))
+            for _ in range(_CLAIM_TRIES):
+                plan = self._plan(trial.number // pool, fixed, taken)
+                self._plans[trial._trial_id] = plan
+                if isinstance(plan, _Exhausted):
+                    _LOG.warning(plan.message)
+                    try:
+                        study.stop()
+                    except RuntimeError:
+                        pass
+                    return
+                study._storage.set_trial_system_attr(trial._trial_id, _KEY_ATTR, json.dumps(plan))
+                if fixed or isinstance(study._storage, InMemoryStorage):
+                    break
+                claims = self._claims(study, trial)
+                if plan not in claims:
+                    break
+                for other in claims:  # plan again, avoiding every configuration claimed by now
+                    taken.running.update(_keys(self._project(self._encode(other)[None, :])))
+
+    def _claims(self, study: Study, trial: FrozenTrial) -> list[dict[str, Any]]:
+        """The configurations of all other trials, read fresh from the storage (a clashing trial
+        may already have finished).
+
+        Each worker writes its claim and then reads the others', so of two workers that plan the
+        same configuration at the same time at least one sees the other and plans again.
+        """
+        others = study._storage.get_all_trials(study._study_id, deepcopy=False)
+        return [self._running_params(t) for t in others if t.number != trial.number]
 
     @staticmethod
     def _running_params(t: FrozenTrial) -> dict[str, Any]:
@@ -410,7 +430,12 @@ class GeneticSampler(BaseGASampler):
                     return value
             except (ValueError, TypeError):
                 pass
-        return self._random.sample_independent(study, trial, param_name, param_distribution)
+        value = self._random.sample_independent(study, trial, param_name, param_distribution)
+        if plan is not None and not isinstance(storage := study._storage, InMemoryStorage):
+            # A parameter unknown when the trial was planned: complete the claim other workers see.
+            plan[param_name] = value
+            storage.set_trial_system_attr(trial._trial_id, _KEY_ATTR, json.dumps(plan))
+        return value
 
     def after_trial(
         self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None
