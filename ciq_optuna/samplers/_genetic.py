@@ -64,8 +64,12 @@ class GeneticSampler(BaseGASampler):
     compared on the parameters that are actually used.
 
     Duplicates: a configuration already in the study (finished, running in any worker, or waiting
-    in the queue) is never proposed.  When no unseen configuration is left the sampler logs a
-    warning, calls ``study.stop()`` (inside ``study.optimize``) and raises
+    in the queue) is never proposed.  Each trial's planned configuration is stored in the trial
+    (system attribute ``GeneticSampler:key``); with a shared storage the worker reads all claims
+    again after writing its own and plans again on a clash, so workers in other processes that plan
+    at the same moment cannot pick the same one.  Trials started before any trial with parameters
+    exists (the very first ones) are drawn at random.  When no unseen configuration is left, the
+    sampler logs a warning, calls ``study.stop()`` (inside ``study.optimize``) and raises
     ``optuna.TrialPruned`` from the first ``suggest_*`` call of the trial, so ``study.optimize``
     ends cleanly with that trial PRUNED and nothing evaluated twice.
 
@@ -78,11 +82,12 @@ class GeneticSampler(BaseGASampler):
     Defaults, from the size of the search space seen in the first finished trial (``bits`` =
     log2 of the number of distinct configurations, floats counted as 1024 values):
     ``pool_size = clip(round(1.5 * bits), 8, 40)``, ``survivors = max(2, pool_size // 3)``,
-    ``mutate_rate = 1 / number of genes``.  The first resolved pool size is stored in the study so
+    ``mutate_rate = 1 / number of genes with more than one value``.  The first resolved pool size is stored in the study so
     every worker uses the same one.
 
     Multi-objective studies are ranked by non-dominated sorting then crowding distance
-    (NSGA-II's order); :func:`ciq_optuna.samplers.make_sampler` picks the sampler per study.
+    (NSGA-II's order); :func:`ciq_optuna.samplers.make_sampler` returns this sampler for any number
+    of objectives (the multi-objective replay in BENCHMARKS.md compares it with NSGA-II).
 
     Args:
         pool_size: candidates per generation (population size).
