@@ -62,7 +62,10 @@ class Space:
 @lru_cache(maxsize=8)
 def load_space(name: str) -> Space:
     """Load ``<name>.json.gz``; invalid (error-string) records are left out of the table."""
-    with gzip.open(DATA_DIR / f"{name}.json.gz", "rt") as fh:
+    path = DATA_DIR / f"{name}.json.gz"
+    if not path.exists():
+        raise SystemExit(f"error: no dataset {name!r} in {DATA_DIR} (set CIQ_KT_DATA to its folder)")
+    with gzip.open(path, "rt") as fh:
         data = json.load(fh)
     keys = list(data["tune_params_keys"])
     values = {k: list(data["tune_params"][k]) for k in keys}
