@@ -50,14 +50,43 @@ class ProcessResult:
         return -self.returncode if self.returncode < 0 else None
 
 
+def _group_alive(pgid: int) -> bool:
+    """Whether a live (not zombie) process of group ``pgid`` remains (Linux /proc; False elsewhere)."""
+    proc_dir = Path("/proc")
+    if not proc_dir.is_dir():
+        return False
+    for entry in proc_dir.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            return True
+    return False
+
+
+def _await_group_exit(pgid: int, limit: float = 5.0) -> None:
+    """Wait (bounded) until SIGKILL has taken effect on every process of the group."""
+    deadline = time.monotonic() + limit
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGTERM the process group of ``proc``, then SIGKILL it if it is still alive."""
+    """SIGTERM the process group of ``proc``, then SIGKILL it if it is still alive.
+
+    Returns once no live process of the group remains (SIGKILL is delivered asynchronously; a
+    loaded machine can take a moment), so a timed-out command leaves nothing running.
+    """
     for sig, wait in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, None)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             return
         if wait is None:
+            _await_group_exit(proc.pid)
             break
         try:
             proc.wait(timeout=wait)
@@ -67,7 +96,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
-            pass
+            return
+        _await_group_exit(proc.pid)
         return
 
 
