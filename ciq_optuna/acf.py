@@ -23,7 +23,7 @@ import tomli_w
 
 from ciq_optuna import __version__
 from ciq_optuna.compilers.base import render_options_file, xptxas_arg
-from ciq_optuna.errors import CiqError
+from ciq_optuna.errors import CiqError, read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -123,14 +123,7 @@ def write_acf(path: str | Path, acf: Acf) -> Path:
 
 def read_acf(path: str | Path) -> Acf:
     """Read and verify an ACF; CiqError for a missing, malformed, truncated or edited file."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CiqError(f"ACF not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CiqError(f"cannot read ACF {path}: {exc}") from None
-    return parse_acf(text, where=str(path))
+    return parse_acf(read_text(path, "ACF"), where=str(path))
 
 
 def parse_acf(text: str, *, where: str = "ACF") -> Acf:

@@ -20,7 +20,7 @@ import optuna
 from optuna.distributions import BaseDistribution
 
 from ciq_optuna.controls import NOT_PASSED, Control, control_from_table, parse_arch
-from ciq_optuna.errors import CiqError
+from ciq_optuna.errors import CiqError, read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -63,13 +63,7 @@ class CompilerSpace:
     def load(cls, path: str | Path) -> CompilerSpace:
         """Read and check a space file; CiqError with the file and the problem if malformed."""
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise CiqError(f"space file not found: {path}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CiqError(f"cannot read space file {path}: {exc}") from None
-        return cls.from_text(text, path=path)
+        return cls.from_text(read_text(path, "space file"), path=path)
 
     @classmethod
     def from_text(cls, text: str, *, path: Path | None = None) -> CompilerSpace:
