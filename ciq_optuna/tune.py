@@ -22,7 +22,7 @@ from typing import Any
 import optuna
 import pandas as pd
 
-from ciq_optuna.acf import Acf, provenance, write_acf
+from ciq_optuna.acf import write_acf
 from ciq_optuna.compiler_space import CompilerSpace
 from ciq_optuna.compilers.base import Compiler, compiler_for_source, get_compiler
 from ciq_optuna.controls import parse_arch
@@ -40,6 +40,13 @@ from ciq_optuna.study import (
     file_sha256,
     finished_count,
     kernel_stem,
+)
+from ciq_optuna.summary import (
+    acf_for_trial,
+    baseline_trial,
+    best_trials,
+    dedup_stats,
+    summary_table,
 )
 from ciq_optuna.workers import gated_objective
 
@@ -397,121 +404,6 @@ def _optimize(
         )
     finally:
         bar.close()
-
-
-def baseline_trial(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
-    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-        if t.user_attrs.get("baseline"):
-            return t
-    return None
-
-
-def best_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    """The best trial, or the Pareto front for several objectives (one trial per point).
-
-    Among equally good trials the one with the fewest flags wins (then the earliest), so the
-    ACF carries no control that does not earn its place.
-    """
-    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    if not complete:
-        return []
-    if len(study.directions) == 1:
-        sign = 1.0 if study.direction == optuna.study.StudyDirection.MINIMIZE else -1.0
-        return [min(complete, key=lambda t: (sign * t.value, len(t.user_attrs.get("flags", [])), t.number))]
-    simplest: dict[tuple[float, ...], optuna.trial.FrozenTrial] = {}
-    for t in sorted(study.best_trials, key=lambda t: (len(t.user_attrs.get("flags", [])), t.number)):
-        simplest.setdefault(tuple(t.values), t)  # one trial per Pareto point: the one with fewest flags
-    return sorted(simplest.values(), key=lambda t: t.number)
-
-
-def trial_metrics(trial: optuna.trial.FrozenTrial) -> dict[str, float]:
-    """Every metric recorded on a trial: compile metrics and measured ones."""
-    values = dict(trial.user_attrs.get("metrics", {}))
-    values.update(trial.user_attrs.get("measured") or {})
-    return values
-
-
-def summary_table(
-    baseline: optuna.trial.FrozenTrial | None, best: optuna.trial.FrozenTrial, metrics: Sequence[str]
-) -> pd.DataFrame:
-    """Baseline vs best on every metric (objectives first), with the change."""
-    b = trial_metrics(baseline) if baseline else {}
-    t = trial_metrics(best)
-    rows = []
-    names = (
-        list(metrics)
-        + [m for m in COMPILE_METRICS if m not in metrics]
-        + [m for m in t if m not in metrics and m not in COMPILE_METRICS]
-    )
-    for m in names:
-        if m not in t:
-            continue
-        base, val = b.get(m), t[m]
-        change = None if base is None else val - base
-        pct = None if base in (None, 0) else 100.0 * (val - base) / base
-        rows.append(
-            {
-                "metric": m + (" *" if m in metrics else ""),
-                "baseline": base,
-                "best": val,
-                "change": change,
-                "change %": None if pct is None or math.isnan(pct) else round(pct, 1),
-            }
-        )
-    return pd.DataFrame(rows).set_index("metric")
-
-
-def dedup_stats(study: optuna.Study) -> dict[str, int]:
-    """Trials, failures, distinct binaries and measurements saved by binary de-duplication."""
-    trials = study.get_trials(deepcopy=False)
-    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
-    hashes = {t.user_attrs.get("binary_hash") for t in complete if t.user_attrs.get("binary_hash")}
-    return {
-        "trials": len(trials),
-        "complete": len(complete),
-        "failed": sum(t.state == optuna.trial.TrialState.FAIL for t in trials),
-        "distinct_binaries": len(hashes),
-        "reused_measurements": sum("reused_from" in t.user_attrs for t in complete),
-        "simplification": sum("simplified_from" in t.user_attrs for t in trials),
-    }
-
-
-def acf_for_trial(
-    study: optuna.Study,
-    trial: optuna.trial.FrozenTrial,
-    meta: Mapping[str, Any],
-    objective: CompileObjective,
-    storage_shown: str,
-) -> Acf:
-    """The ACF of one trial of a tuning study."""
-    candidate = objective.space.candidate_from_params(trial.params)
-    baseline = baseline_trial(study)
-    base_metrics = trial_metrics(baseline) if baseline else {}
-    values = trial.values or []
-    objectives = [
-        {"name": n, "direction": d, "value": v, "baseline": base_metrics.get(n)}
-        for n, d, v in zip(meta["metrics"], meta["directions"], values)
-    ]
-    passed = {s.name: s.passed(candidate.controls.get(s.name, {})) for s in objective.space.compilers}
-    return Acf(
-        compiler=meta["compiler"]["name"],
-        compiler_version=meta["compiler"]["version"],
-        arch=meta["arch"],
-        flags=list(trial.user_attrs.get("flags", objective.command_flags(candidate))),
-        controls=passed,
-        space={"spaces": [{k: v for k, v in s.items() if k != "path"} for s in meta["spaces"]]},
-        objectives=objectives,
-        metrics={"best": trial_metrics(trial), "baseline": base_metrics},
-        kernel={"name": meta["kernel"]["name"], "sha256": meta["kernel"]["sha256"]},
-        binary={
-            "code_sha256": trial.user_attrs.get("binary_hash"),
-            "cubin_sha256": trial.user_attrs.get("cubin_sha256"),
-            "note": "cubin_sha256 is of the tuning compile, which adds -v; code_sha256 ignores the "
-            "command line ptxas records in .note.nv.tkinfo",
-        },
-        provenance=provenance(study.study_name, trial.number, storage_shown),
-        application=candidate.app,
-    )
 
 
 def default_acf_path(meta: Mapping[str, Any]) -> Path:

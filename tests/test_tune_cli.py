@@ -15,7 +15,7 @@ from ciq_optuna.acf import read_acf
 from ciq_optuna.cli import main
 from ciq_optuna.compilers.cubin import code_hash
 from ciq_optuna.compilers.locate import find_compiler
-from ciq_optuna.tune import best_trials
+from ciq_optuna.summary import best_trials
 
 ROOT = Path(__file__).resolve().parents[1]
 STENCIL = ROOT / "examples" / "stencil" / "stencil.sm_90a.ptx"

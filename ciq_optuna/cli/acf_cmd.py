@@ -105,7 +105,8 @@ def _from_study(args: argparse.Namespace) -> int:
 
     from ciq_optuna.storage import redact, resolve_storage, sqlite_path, storage_url
     from ciq_optuna.study import metadata
-    from ciq_optuna.tune import DEFAULT_STORAGE_FILE, acf_for_trial, best_trials, build_objective
+    from ciq_optuna.summary import acf_for_trial, best_trials
+    from ciq_optuna.tune import DEFAULT_STORAGE_FILE, build_objective
 
     _check_output(args.output)
     shown = redact(storage_url(args.storage, default_path=DEFAULT_STORAGE_FILE))
