@@ -235,6 +235,34 @@ class CompilerSpace:
                 raise CiqError(f"control {control.name!r} does not apply here: its conditions do not hold")
         return full
 
+    def one_change_configs(self, max_states: int = 6) -> list[dict[str, Any]]:
+        """The baseline with one control changed, for each state of each control active at the
+        baseline that has at most ``max_states`` states (ints excluded), in file order.
+
+        These are the cheapest informative candidates (is ``-O1`` alone better?); space files
+        list the controls with the largest expected effect first.
+        """
+        base = self.baseline()
+        out: list[dict[str, Any]] = []
+        for control in self.controls:
+            if (
+                control.kind == "int"
+                or not self.is_active(control, base)
+                or len(control.values()) > max_states
+            ):
+                continue
+            for value in control.values():
+                if value == base.get(control.name) and isinstance(value, bool) == isinstance(
+                    base.get(control.name), bool
+                ):
+                    continue
+                out.append(
+                    self.complete(
+                        {**{k: v for k, v in base.items() if k != control.name}, control.name: value}
+                    )
+                )
+        return out
+
     def baseline(self) -> dict[str, Any]:
         """The configuration that passes no flag where the compiler's default can be left alone."""
         return self.complete({})

@@ -78,6 +78,7 @@ class TuneConfig:
     workdir: Path | None = None
     progress: bool = True
     simplify: bool = True
+    screen: bool = True
 
 
 @dataclass
@@ -298,6 +299,10 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
     try:
         if remaining > 0 and _run_baseline(study, objective, config.trials, in_flight):
             remaining -= 1
+        if remaining > 0 and config.screen:
+            remaining -= _run_screening(
+                study, objective, config.trials, in_flight, min(remaining, config.trials // 8)
+            )
         if remaining > 0:
             _optimize(study, objective, config, remaining, in_flight)
         if config.simplify and len(study.directions) == 1 and best_trials(study):
@@ -358,7 +363,7 @@ def _run_baseline(study: optuna.Study, objective: CompileObjective, budget: int,
         _tracked(gated_objective(study, objective, budget), in_flight),
         n_trials=1,
         catch=(TrialFailed,),
-        callbacks=[lambda s, t: ran.append(t)],
+        callbacks=[_collect(ran)],
     )
     if ran and ran[0].user_attrs.get("baseline") and ran[0].state == optuna.trial.TrialState.FAIL:
         raise CiqError(
@@ -366,6 +371,42 @@ def _run_baseline(study: optuna.Study, objective: CompileObjective, budget: int,
             "every candidate would fail the same way"
         )
     return bool(ran)
+
+
+def _run_screening(
+    study: optuna.Study, objective: CompileObjective, budget: int, in_flight: set[int], count: int
+) -> int:
+    """Evaluate up to ``count`` one-control changes of the baseline first (``-O1`` alone, ...).
+
+    A search's first generation is random and rarely passes a single control; these candidates
+    join generation 0 so that the most common single-flag wins are always seen. They run one at a
+    time, like the baseline (queued trials race when several threads pick them up). Only on a
+    study that has not started its search. Returns how many trials ran.
+    """
+    if count <= 0 or any(not t.user_attrs.get("baseline") for t in study.get_trials(deepcopy=False)):
+        return 0
+    candidates = []
+    for space in objective.space.compilers:
+        for config in space.one_change_configs():
+            params = {}
+            for other in objective.space.compilers:
+                params.update(other.params_from_config(config if other is space else other.baseline()))
+            candidates.append(params)
+    for params in candidates[:count]:
+        study.enqueue_trial(params, user_attrs={"screening": True})
+    ran: list[optuna.trial.FrozenTrial] = []
+    if candidates[:count]:
+        study.optimize(
+            _tracked(gated_objective(study, objective, budget), in_flight),
+            n_trials=len(candidates[:count]),
+            catch=(TrialFailed,),
+            callbacks=[_collect(ran)],
+        )
+    return len(ran)
+
+
+def _collect(into: list[optuna.trial.FrozenTrial]) -> Any:
+    return lambda study, trial: into.append(trial)
 
 
 def _optimize(

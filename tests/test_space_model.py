@@ -216,3 +216,19 @@ def test_app_and_compiler_parameters_mix_in_one_trial(space: CompilerSpace) -> N
     assert cand.flags["ptxas"] == space.render(cand.controls["ptxas"])
     with pytest.raises(CiqError, match="collide"):
         SearchSpace({"ptxas": {"x": [1, 2]}}, [space])
+
+
+def test_one_change_configs_change_exactly_one_top_level_control(space: CompilerSpace) -> None:
+    base_flags = space.render(space.baseline())
+    configs = space.one_change_configs()
+    flags = [space.render(c) for c in configs]
+    assert flags[:4] == [
+        ["-O0", "--fmad=true"],
+        ["-O1", "--fmad=true"],
+        ["-O2", "--fmad=true"],
+        ["-O3", "--fmad=true"],
+    ]
+    assert ["--Ofast-compile=min", "--fmad=true"] in flags and ["--fmad=false"] in flags
+    for f in flags:
+        assert len(set(f) ^ set(base_flags)) in (1, 2)  # one flag added, or one value swapped
+    assert not any("maxrregcount" in space.passed(c) for c in configs)  # ints are not screened

@@ -79,7 +79,11 @@ def test_unknown_metric_for_the_callable_is_refused_before_the_study(tmp_path: P
 
 def test_the_winner_is_simplified_to_the_controls_that_matter(tmp_path: Path) -> None:
     kernel = ROOT / "examples" / "attention" / "attention.sm_80.ptx"
-    result = tune(_config(tmp_path, kernel=kernel, arch="sm_80", minimize=["spill-bytes"], trials=24, seed=0))
+    result = tune(
+        _config(
+            tmp_path, kernel=kernel, arch="sm_80", minimize=["spill-bytes"], trials=24, seed=0, screen=False
+        )
+    )
     study, best = result.study, result.best[0]
     complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
     simplified = [t for t in complete if "simplified_from" in t.user_attrs]
@@ -93,3 +97,17 @@ def test_the_winner_is_simplified_to_the_controls_that_matter(tmp_path: Path) ->
     first = study.trials[simplified[0].user_attrs["simplified_from"]]
     assert set(best.user_attrs["flags"]) < set(first.user_attrs["flags"])
     assert result.acf_paths and "-O" in " ".join(best.user_attrs["flags"])
+
+
+def test_one_control_changes_of_the_baseline_are_tried_first(tmp_path: Path) -> None:
+    kernel = ROOT / "examples" / "attention" / "attention.sm_80.ptx"
+    result = tune(
+        _config(tmp_path, kernel=kernel, arch="sm_80", minimize=["spill-bytes"], trials=16, simplify=False)
+    )
+    trials = result.study.trials
+    assert len(trials) == 16
+    assert trials[0].user_attrs["baseline"] and trials[0].user_attrs["flags"] == []
+    screened = [t for t in trials if t.user_attrs.get("screening")]
+    assert [t.number for t in screened] == [1, 2]  # 16 // 8, right after the baseline
+    assert [t.user_attrs["flags"] for t in screened] == [["-O0"], ["-O1"]]
+    assert all(t.user_attrs["generation"] == 0 for t in screened)

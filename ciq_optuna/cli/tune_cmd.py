@@ -94,6 +94,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--workdir", type=Path, help="where distinct binaries are kept (default .ciq-optuna/STUDY)"
     )
     p.add_argument(
+        "--no-screen",
+        dest="screen",
+        action="store_false",
+        help="skip the one-control changes of the baseline tried first (default: --trials/8 of them)",
+    )
+    p.add_argument(
         "--no-simplify",
         dest="simplify",
         action="store_false",
@@ -126,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         workdir=args.workdir,
         progress=not args.quiet,
         simplify=args.simplify,
+        screen=args.screen,
     )
     result = tune(config)
     s = result.stats
