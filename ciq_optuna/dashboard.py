@@ -29,7 +29,7 @@ from optuna.artifacts import FileSystemArtifactStore
 
 from ciq_optuna.cli.types import port
 from ciq_optuna.errors import CiqError
-from ciq_optuna.storage import redact, resolve_storage, scrub, sqlite_path, storage_url
+from ciq_optuna.storage import DEFAULT_STORAGE_FILE, redact, resolve_storage, scrub, sqlite_path, storage_url
 
 #: Environment variable naming the artifact directory (overrides the rule above).
 ARTIFACTS_ENV = "CIQ_OPTUNA_ARTIFACTS"
@@ -37,8 +37,6 @@ ARTIFACTS_ENV = "CIQ_OPTUNA_ARTIFACTS"
 SERVER_ARTIFACT_DIR = Path("ciq-optuna-artifacts")
 #: Study user attribute recording where the study's artifacts were written.
 ARTIFACT_DIR_ATTR = "artifact_dir"
-#: Default storage file (as for the other commands).
-DEFAULT_STORAGE_FILE = Path("ciq-optuna.db")
 #: MIME type of an uploaded ACF (TOML text).
 ACF_MIMETYPE = "application/toml"
 #: optuna-dashboard's study system attribute prefix for artifacts of finished trials.

@@ -18,6 +18,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ciq_optuna.compiler_space import CompilerSpace
 from ciq_optuna.objectives.compile import CompileObjective, TrialFailed
+from ciq_optuna.study import run_queued
 
 SIMPLIFY_ATTR = "simplified_from"
 
@@ -68,9 +69,8 @@ def simplify(study: optuna.Study, objective: CompileObjective, best: FrozenTrial
                 params.update(other.params_from_config(other_config))
             candidate = known.get(_key(params))
             if candidate is None:
-                ran: list[FrozenTrial] = []
                 study.enqueue_trial(params, user_attrs={SIMPLIFY_ATTR: current.number}, skip_if_exists=False)
-                study.optimize(objective, n_trials=1, catch=(TrialFailed,), callbacks=[_collect(ran)])
+                ran = run_queued(study, objective, 1, catch=(TrialFailed,))
                 if not ran:
                     break
                 candidate = known[_key(params)] = ran[0]
@@ -79,10 +79,6 @@ def simplify(study: optuna.Study, objective: CompileObjective, best: FrozenTrial
             ):
                 current, config = candidate, trial_config
     return current
-
-
-def _collect(into: list[FrozenTrial]):
-    return lambda study, trial: into.append(trial)
 
 
 def _key(params: Mapping[str, Any]) -> tuple:

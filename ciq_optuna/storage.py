@@ -76,6 +76,10 @@ def redact(url: str) -> str:
     return parsed.render_as_string(hide_password=True)
 
 
+DEFAULT_STORAGE_FILE = Path("ciq-optuna.db")
+"""The SQLite file every command uses when neither a URL nor $CIQ_OPTUNA_STORAGE is given."""
+
+
 def storage_url(url: str | None, *, default_path: Path) -> str:
     """The URL to use: ``url``, else ``$CIQ_OPTUNA_STORAGE``, else ``sqlite:///<default_path>``.
 

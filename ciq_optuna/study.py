@@ -127,6 +127,19 @@ def sampler_from_study(study: optuna.Study) -> optuna.samplers.BaseSampler:
     return make_sampler(len(study.directions), **settings)
 
 
+def run_queued(
+    study: optuna.Study, objective: Any, n_trials: int, *, catch: tuple[type[Exception], ...]
+) -> list[optuna.trial.FrozenTrial]:
+    """Evaluate the next ``n_trials`` trials (the queued ones first) one at a time; return them.
+
+    Queued trials are run by a single thread: Optuna's queue races when several threads pick
+    trials from it (a trial told twice).
+    """
+    ran: list[optuna.trial.FrozenTrial] = []
+    study.optimize(objective, n_trials=n_trials, catch=catch, callbacks=[lambda _s, t: ran.append(t)])
+    return ran
+
+
 def finished_count(study: optuna.Study) -> int:
     """Trials that count against the budget, by the workers' rules (see :mod:`ciq_optuna.workers`)."""
     from ciq_optuna.workers import budget_status

@@ -40,6 +40,7 @@ from ciq_optuna.study import (
     file_sha256,
     finished_count,
     kernel_stem,
+    run_queued,
 )
 from ciq_optuna.summary import (
     acf_for_trial,
@@ -50,7 +51,6 @@ from ciq_optuna.summary import (
 )
 from ciq_optuna.workers import gated_objective
 
-DEFAULT_STORAGE_FILE = Path("ciq-optuna.db")
 _log = logging.getLogger("ciq_optuna")
 
 
@@ -274,7 +274,7 @@ def check_baseline(objective: CompileObjective) -> dict[str, float]:
 
 def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = None) -> TuneResult:
     """Run (or resume) a tuning study; see the module docstring."""
-    from ciq_optuna.storage import redact, resolve_storage, storage_url
+    from ciq_optuna.storage import DEFAULT_STORAGE_FILE, redact, resolve_storage, storage_url
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -358,12 +358,8 @@ def _run_baseline(study: optuna.Study, objective: CompileObjective, budget: int,
         return False
     if not states & {optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING}:
         study.enqueue_trial(objective.space.baseline_params(), user_attrs={"baseline": True})
-    ran: list[optuna.trial.FrozenTrial] = []
-    study.optimize(
-        _tracked(gated_objective(study, objective, budget), in_flight),
-        n_trials=1,
-        catch=(TrialFailed,),
-        callbacks=[_collect(ran)],
+    ran = run_queued(
+        study, _tracked(gated_objective(study, objective, budget), in_flight), 1, catch=(TrialFailed,)
     )
     if ran and ran[0].user_attrs.get("baseline") and ran[0].state == optuna.trial.TrialState.FAIL:
         raise CiqError(
@@ -392,21 +388,13 @@ def _run_screening(
             for other in objective.space.compilers:
                 params.update(other.params_from_config(config if other is space else other.baseline()))
             candidates.append(params)
-    for params in candidates[:count]:
+    chosen = candidates[:count]
+    for params in chosen:
         study.enqueue_trial(params, user_attrs={"screening": True})
-    ran: list[optuna.trial.FrozenTrial] = []
-    if candidates[:count]:
-        study.optimize(
-            _tracked(gated_objective(study, objective, budget), in_flight),
-            n_trials=len(candidates[:count]),
-            catch=(TrialFailed,),
-            callbacks=[_collect(ran)],
-        )
-    return len(ran)
-
-
-def _collect(into: list[optuna.trial.FrozenTrial]) -> Any:
-    return lambda study, trial: into.append(trial)
+    if not chosen:
+        return 0
+    tracked = _tracked(gated_objective(study, objective, budget), in_flight)
+    return len(run_queued(study, tracked, len(chosen), catch=(TrialFailed,)))
 
 
 def _optimize(

@@ -56,7 +56,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ciq_optuna.cli.types import positive_float, positive_int
 from ciq_optuna.errors import CiqError
-from ciq_optuna.storage import redact, resolve_storage, scrub, sqlite_path
+from ciq_optuna.storage import DEFAULT_STORAGE_FILE, redact, resolve_storage, scrub, sqlite_path
 
 Objective = Callable[[optuna.trial.Trial], "float | Sequence[float]"]
 ObjectiveFactory = Callable[[optuna.Study], Objective]
@@ -75,8 +75,6 @@ POLL_INTERVAL_S = 1.0
 MAX_TAKEN_AWAY = 20
 #: Seconds a worker keeps retrying after losing its database connection.
 DEFAULT_RECONNECT_TIMEOUT_S = 300.0
-#: Default storage file when neither a URL nor $CIQ_OPTUNA_STORAGE is given.
-DEFAULT_STORAGE_FILE = Path("ciq-optuna.db")
 
 _logger = logging.getLogger("ciq_optuna.workers")
 _objective_factories: dict[str, ObjectiveFactory] = {}
