@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from ciq_optuna.isolation import run_isolated  # noqa: E402
-from ciq_optuna.storage import resolve_storage  # noqa: E402
+from ciq_optuna.study.storage import resolve_storage  # noqa: E402
 from ciq_optuna.workers import add_worker_arguments, register_objective_factory, run_worker_command  # noqa: E402
 
 KIND = "bench-sleep"

@@ -29,7 +29,14 @@ from optuna.artifacts import FileSystemArtifactStore
 
 from ciq_optuna.cli.types import port
 from ciq_optuna.errors import CiqError
-from ciq_optuna.storage import DEFAULT_STORAGE_FILE, redact, resolve_storage, scrub, sqlite_path, storage_url
+from ciq_optuna.study.storage import (
+    DEFAULT_STORAGE_FILE,
+    redact,
+    resolve_storage,
+    scrub,
+    sqlite_path,
+    storage_url,
+)
 
 #: Environment variable naming the artifact directory (overrides the rule above).
 ARTIFACTS_ENV = "CIQ_OPTUNA_ARTIFACTS"

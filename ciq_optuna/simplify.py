@@ -16,9 +16,9 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ciq_optuna.compiler_space import CompilerSpace
 from ciq_optuna.objectives.compile import CompileObjective, TrialFailed
-from ciq_optuna.study import run_queued
+from ciq_optuna.space.compiler_space import CompilerSpace
+from ciq_optuna.study.metadata import run_queued
 
 SIMPLIFY_ATTR = "simplified_from"
 

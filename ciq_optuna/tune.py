@@ -23,18 +23,19 @@ import optuna
 import pandas as pd
 
 from ciq_optuna.acf import write_acf
-from ciq_optuna.compiler_space import CompilerSpace
-from ciq_optuna.compilers.base import Compiler, compiler_for_source, get_compiler
-from ciq_optuna.controls import parse_arch
+from ciq_optuna.compilers.base import Compiler, compiler_for_source
 from ciq_optuna.errors import CiqError
 from ciq_optuna.objectives.command import CommandMeasure
 from ciq_optuna.objectives.compile import CompileObjective, Measure, TrialFailed
 from ciq_optuna.objectives.metrics import COMPILE_METRICS, check_metric_names, compile_metrics
 from ciq_optuna.samplers import make_sampler
-from ciq_optuna.search_space import Candidate, SearchSpace
 from ciq_optuna.simplify import simplify
-from ciq_optuna.space_files import find_space
-from ciq_optuna.study import (
+from ciq_optuna.space.compiler_space import CompilerSpace
+from ciq_optuna.space.controls import parse_arch
+from ciq_optuna.space.files import find_space
+from ciq_optuna.space.search import Candidate, SearchSpace
+from ciq_optuna.study.budget import gated_objective
+from ciq_optuna.study.metadata import (
     create_or_load,
     default_study_name,
     file_sha256,
@@ -49,7 +50,6 @@ from ciq_optuna.summary import (
     dedup_stats,
     summary_table,
 )
-from ciq_optuna.workers import gated_objective
 
 _log = logging.getLogger("ciq_optuna")
 
@@ -115,63 +115,6 @@ def _metrics_and_directions(config: TuneConfig, has_callable: bool) -> tuple[lis
     extra = [config.measure_name] if config.measure_command or has_callable else []
     check_metric_names(metrics, extra)
     return metrics, directions
-
-
-def build_objective(
-    meta: Mapping[str, Any],
-    *,
-    kernel: Path | None = None,
-    compiler_path: str | None = None,
-    measure: Measure | None = None,
-    workdir: Path | None = None,
-) -> CompileObjective:
-    """The objective described by a study's metadata, on this machine; CiqError on any mismatch."""
-    kernel = Path(kernel or meta["kernel"]["path"])
-    if not kernel.is_file():
-        raise CiqError(f"kernel not found: {kernel} (pass --kernel PATH to a copy with the same content)")
-    if file_sha256(kernel) != meta["kernel"]["sha256"]:
-        raise CiqError(
-            f"kernel {kernel} differs from the study's (sha256 {meta['kernel']['sha256'][:12]}...)"
-        )
-    comp = meta["compiler"]
-    compiler = get_compiler(comp["name"], compiler_path or _existing(comp.get("path")), release=None)
-    if compiler.info.version != comp["version"]:
-        raise CiqError(f"the study was tuned with {comp['name']} {comp['version']}; found {compiler.info}")
-    spaces = []
-    for ident in meta["spaces"]:
-        path = Path(ident["path"]) if ident.get("path") and Path(ident["path"]).is_file() else None
-        space = CompilerSpace.load(path or find_space(ident["compiler"], ident["cuda"]))
-        if space.sha256 != ident["sha256"]:
-            raise CiqError(
-                f"search space {ident['name']} {ident['cuda']} here differs from the study's "
-                f"(sha256 {ident['sha256'][:12]}...)"
-            )
-        spaces.append(space.for_arch(meta["arch"]))
-    m = meta.get("measure")
-    if measure is None and m:
-        measure = CommandMeasure(
-            m["command"],
-            m["name"],
-            m["regex"],
-            kernel=kernel,
-            arch=meta["arch"],
-            timeout=meta.get("timeout", 300.0),
-            cwd=Path(m["cwd"]) if m.get("cwd") and Path(m["cwd"]).is_dir() else None,
-        )
-    return CompileObjective(
-        compiler,
-        kernel,
-        meta["arch"],
-        SearchSpace(compilers=spaces),
-        list(meta["metrics"]),
-        measure=measure,
-        timeout=meta.get("timeout", 120.0),
-        workdir=workdir,
-    )
-
-
-def _existing(path: str | None) -> str | None:
-    return path if path and Path(path).exists() else None
 
 
 def prepare(config: TuneConfig, measure: Measure | None = None) -> tuple[dict[str, Any], CompileObjective]:
@@ -274,7 +217,7 @@ def check_baseline(objective: CompileObjective) -> dict[str, float]:
 
 def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = None) -> TuneResult:
     """Run (or resume) a tuning study; see the module docstring."""
-    from ciq_optuna.storage import DEFAULT_STORAGE_FILE, redact, resolve_storage, storage_url
+    from ciq_optuna.study.storage import DEFAULT_STORAGE_FILE, redact, resolve_storage, storage_url
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)

@@ -5,18 +5,7 @@ worker loads it, rebuilds the objective from the metadata, and runs ``study.opti
 ``n_jobs`` threads. Many workers can run on one study at once; together they stop at exactly
 ``budget`` counted trials (the study user attribute ``budget``).
 
-Counting the budget. A trial *counts* when it is COMPLETE, PRUNED, or FAIL with a user attribute
-``error`` (the evaluation itself failed: a compiler crash, a timeout). A FAIL trial without
-``error`` was left behind by a dead worker; heartbeats fail it and its configuration is queued
-again as a WAITING trial, so it must not count. Before evaluating, each trial checks the trials
-numbered before it (numbers are assigned under a row lock, so they order the trials): if those
-already hold the whole budget (counted, RUNNING or WAITING), the trial is *cancelled*
-instead of evaluated: PRUNED with user attribute ``cancelled``, never counted, no parameters
-(it happens when two workers start a trial for the last slot at the same moment). Between trials a
-worker that finds every remaining slot held by RUNNING trials of other workers waits: if one of
-them goes stale, its retry needs someone to run it. ``optuna.study.MaxTrialsCallback`` alone is
-not enough: it ignores the trials other workers are running (overshoot by up to one trial per
-thread) and counts the stale failures.
+Counting the budget: see :mod:`ciq_optuna.study.budget`.
 
 Limits. A worker that is alive but hung keeps sending heartbeats, so its trial stays RUNNING:
 the evaluation timeout (``run_isolated``) is what ends it. A killed worker's trial is failed
@@ -32,7 +21,7 @@ PostgreSQL advisory lock, or ``flock`` next to a SQLite file).
 
 Objectives. ``register_objective_factory(kind, factory)`` maps the ``kind`` of the study's
 ``objective`` user attribute to ``factory(study) -> objective``; kinds not registered are built
-by ``ciq_optuna.study.objective_from_study(study)``.
+by ``ciq_optuna.objectives.factory.objective_from_study(study)``.
 """
 
 from __future__ import annotations
@@ -46,28 +35,29 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import optuna
 import sqlalchemy
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from ciq_optuna.cli.types import positive_float, positive_int
 from ciq_optuna.errors import CiqError
-from ciq_optuna.storage import DEFAULT_STORAGE_FILE, redact, resolve_storage, scrub, sqlite_path
+from ciq_optuna.study.budget import (
+    BUDGET_ATTR,
+    CANCELLED_ATTR,
+    Objective,
+    budget_status,
+    claims_slot,
+    gated_objective,
+    one_line,
+)
+from ciq_optuna.study.storage import DEFAULT_STORAGE_FILE, redact, resolve_storage, scrub, sqlite_path
 
-Objective = Callable[[optuna.trial.Trial], "float | Sequence[float]"]
 ObjectiveFactory = Callable[[optuna.Study], Objective]
 SamplerFactory = Callable[[optuna.Study], optuna.samplers.BaseSampler]
-
-#: User attribute of a trial whose evaluation failed (one line); such a FAIL counts.
-ERROR_ATTR = "error"
-#: User attribute of a trial started after the budget was already held by earlier trials.
-CANCELLED_ATTR = "cancelled"
-#: Study user attribute: total number of counted trials wanted, over all workers.
-BUDGET_ATTR = "budget"
 
 #: Seconds between two looks at the study while other workers hold the remaining budget.
 POLL_INTERVAL_S = 1.0
@@ -94,7 +84,7 @@ def register_objective_factory(
     """Build the objective of studies whose ``objective["kind"]`` is ``kind`` with ``factory(study)``.
 
     ``sampler(study)``, when given, builds the sampler a worker uses on such studies (default:
-    ``ciq_optuna.study.sampler_from_study`` if it exists, else Optuna's default sampler).
+    ``ciq_optuna.study.metadata.sampler_from_study`` if it exists, else Optuna's default sampler).
     Registering a kind again replaces the factory.
     """
     _objective_factories[kind] = factory
@@ -114,7 +104,7 @@ def objective_kind(study: optuna.Study) -> str | None:
 
 
 def build_objective(study: optuna.Study, **options: Any) -> Objective:
-    """The objective of ``study``: a registered factory, else ``ciq_optuna.study.objective_from_study``.
+    """The objective of ``study``: a registered factory, else ``ciq_optuna.objectives.factory.objective_from_study``.
 
     ``options`` (``kernel``, ``compiler_path``: where they are on this machine) go to
     ``objective_from_study``. Raises :class:`CiqError` (one line) when the study cannot be
@@ -124,7 +114,7 @@ def build_objective(study: optuna.Study, **options: Any) -> Objective:
     if kind is not None and kind in _objective_factories:
         return _objective_factories[kind](study)
     try:
-        from ciq_optuna.study import objective_from_study
+        from ciq_optuna.objectives.factory import objective_from_study
     except ImportError:
         raise CiqError(
             f"study {study.study_name!r}: no objective builder for kind {kind!r} in this installation"
@@ -137,7 +127,7 @@ def _build_sampler(study: optuna.Study) -> optuna.samplers.BaseSampler | None:
     if kind is not None and kind in _sampler_factories:
         return _sampler_factories[kind](study)
     try:
-        from ciq_optuna.study import sampler_from_study
+        from ciq_optuna.study.metadata import sampler_from_study
     except ImportError:
         return None
     return sampler_from_study(study)
@@ -217,71 +207,6 @@ class _LockedSampler(optuna.samplers.BaseSampler):
         self._inner.reseed_rng()
 
 
-def _claims_slot(trial: FrozenTrial) -> bool:
-    """Whether ``trial`` holds one unit of the budget (finished and counted, or still to come)."""
-    if CANCELLED_ATTR in trial.user_attrs:
-        return False
-    if trial.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING):
-        return True
-    return trial.state == TrialState.FAIL and ERROR_ATTR in trial.user_attrs
-
-
-def _counts(trial: FrozenTrial) -> bool:
-    """Whether a finished ``trial`` counts toward the budget."""
-    if CANCELLED_ATTR in trial.user_attrs:
-        return False
-    if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
-        return True
-    return trial.state == TrialState.FAIL and ERROR_ATTR in trial.user_attrs
-
-
-def budget_status(study: optuna.Study) -> dict[str, int]:
-    """Counts over the whole study: ``done`` (counted), ``running``, ``waiting``, ``stale``
-    (FAIL left by a dead worker) and ``cancelled``."""
-    status = dict.fromkeys(("done", "running", "waiting", "stale", "cancelled"), 0)
-    for t in study.get_trials(deepcopy=False):
-        if CANCELLED_ATTR in t.user_attrs:
-            status["cancelled"] += 1
-        elif _counts(t):
-            status["done"] += 1
-        elif t.state == TrialState.RUNNING:
-            status["running"] += 1
-        elif t.state == TrialState.WAITING:
-            status["waiting"] += 1
-        elif t.state == TrialState.FAIL:
-            status["stale"] += 1
-    return status
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-
-
-def gated_objective(study: optuna.Study, objective: Objective, budget: int | None) -> Objective:
-    """Wrap ``objective``: cancel trials beyond the budget, record failures as ``error``."""
-
-    def run(trial: optuna.trial.Trial) -> float | Sequence[float]:
-        if budget is not None:
-            before = [t for t in study.get_trials(deepcopy=False) if t.number < trial.number]
-            if sum(_claims_slot(t) for t in before) >= budget:
-                trial.set_user_attr(CANCELLED_ATTR, "budget already held by earlier trials")
-                with contextlib.suppress(RuntimeError):  # outside study.optimize there is no loop to stop
-                    study.stop()
-                raise optuna.TrialPruned(f"cancelled: the budget of {budget} trials is reached")
-        try:
-            return objective(trial)
-        except optuna.TrialPruned:
-            raise
-        except Exception as exc:
-            if ERROR_ATTR not in trial.user_attrs:
-                trial.set_user_attr(ERROR_ATTR, _one_line(exc))
-            raise
-
-    return run
-
-
 class _StopAtBudget:
     """Stop this worker's optimize loop once earlier and running trials hold the whole budget."""
 
@@ -298,7 +223,7 @@ class _StopAtBudget:
             return
         if self.budget is not None:
             trials = study.get_trials(deepcopy=False)
-            if sum(_claims_slot(t) for t in trials) >= self.budget:
+            if sum(claims_slot(t) for t in trials) >= self.budget:
                 study.stop()
 
 
@@ -336,7 +261,7 @@ def run_worker(
 
     ``n_jobs`` threads evaluate at once; ``n_trials`` caps this worker's own trials and
     ``timeout`` (seconds) its running time. ``heartbeat_interval``/``grace_period`` default to
-    :mod:`ciq_optuna.storage`'s. ``kernel``/``compiler_path`` say where the study's kernel and
+    :mod:`ciq_optuna.study.storage`'s. ``kernel``/``compiler_path`` say where the study's kernel and
     compiler are on this machine (their hash and version must match the study's). Raises :class:`CiqError` (one line, password redacted) when
     the study cannot be joined.
     """
@@ -347,7 +272,7 @@ def run_worker(
         hb["heartbeat_interval"] = heartbeat_interval
     if grace_period is not None:
         hb["grace_period"] = grace_period
-    from ciq_optuna.storage import storage_url as _chosen_url
+    from ciq_optuna.study.storage import storage_url as _chosen_url
 
     db_file = sqlite_path(_chosen_url(storage_url, default_path=default_path))
     if db_file is not None and not db_file.is_file():
@@ -443,7 +368,7 @@ def storage_reason(exc: BaseException) -> str:
             root = current
         current = current.__cause__ or current.__context__
     orig = getattr(root, "orig", None) or root
-    return _one_line(orig)
+    return one_line(orig)
 
 
 def _trial_taken_away(exc: BaseException) -> bool:

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
-import ciq_optuna.search_spaces.base as ss
-from ciq_optuna.results import SearchResult, calculate_pareto_front
-from ciq_optuna.types import (
+import ciq_optuna.compileiq.search_spaces.base as ss
+from ciq_optuna.compileiq.results import SearchResult, calculate_pareto_front
+from ciq_optuna.compileiq.types import (
     INVALID_SCORE,
     MultiScoreComparison,
     ProblemType,
@@ -19,7 +19,7 @@ from ciq_optuna.types import (
     Worker,
     validate_scores,
 )
-from ciq_optuna.utils.helpers import (
+from ciq_optuna.compileiq.utils.helpers import (
     flatten_nested_dict,
     load_compiler_config,
     restore_nested_search_space,

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import ciq_optuna.search_spaces.base as ss
-from ciq_optuna.ciq import Search
-from ciq_optuna.search_spaces.compilers import PtxasSearchSpace
-from ciq_optuna.types import (
+import ciq_optuna.compileiq.search_spaces.base as ss
+from ciq_optuna.compileiq.ciq import Search
+from ciq_optuna.compileiq.search_spaces.compilers import PtxasSearchSpace
+from ciq_optuna.compileiq.types import (
     BASELINE_CONFIG,
     INVALID_SCORE,
     AsyncWorker,
@@ -26,7 +26,7 @@ from ciq_optuna.types import (
     SearchConfiguration,
     WorkerTypes,
 )
-from ciq_optuna.utils.helpers import options_from_hex, save_compiler_config
+from ciq_optuna.compileiq.utils.helpers import options_from_hex, save_compiler_config
 
 SPACE = {"x": ss.range(1.0, 20.0, 0.5), "y": ss.choice([1, 2, 3]), "z": ss.literal("c", knockout_prob=0.5)}
 ROOT = Path(__file__).resolve().parents[1]
@@ -305,8 +305,8 @@ def test_storage_resume_and_settings_check(tmp_path):
 
 
 SHARED = """
-import sys, ciq_optuna.search_spaces.base as ss
-from ciq_optuna.ciq import Search
+import sys, ciq_optuna.compileiq.search_spaces.base as ss
+from ciq_optuna.compileiq.ciq import Search
 s = Search(lambda p: p["x"] ** 2, {"x": ss.range(0, 200)}, {"generations": 3, "pool_size": 6},
            disable_progress_bar=True, storage=sys.argv[1], study_name="shared", seed=int(sys.argv[2]))
 s.start()
@@ -368,7 +368,7 @@ def test_problem_type_max():
 
 
 def test_custom_worker_receives_start_kwargs(tmp_path):
-    from ciq_optuna.types import Score, Worker
+    from ciq_optuna.compileiq.types import Score, Worker
 
     class SequentialWorker(Worker):
         seen: list = []
@@ -429,7 +429,7 @@ def test_first_generation_priors():
 
 @pytest.mark.skipif(not Path(PTXAS).with_name("nvcc").exists(), reason="needs nvcc")
 def test_nvcc_space_candidates_are_options_files(tmp_path):
-    from ciq_optuna.search_spaces.compilers import NvccSearchSpace
+    from ciq_optuna.compileiq.search_spaces.compilers import NvccSearchSpace
 
     s = quiet(objective_function=square, search_space=NvccSearchSpace(version="13.0"), search_config=config())
     src = tmp_path / "k.cu"

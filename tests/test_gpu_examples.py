@@ -9,8 +9,8 @@ import optuna
 import pytest
 
 from ciq_optuna.compilers import get_compiler, xptxas_arg
-from ciq_optuna.search_space import SearchSpace
-from ciq_optuna.space_files import load_space
+from ciq_optuna.space.files import load_space
+from ciq_optuna.space.search import SearchSpace
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples" / "gpu" / "triton_matmul"))

@@ -20,7 +20,7 @@ import test_workers_objectives as objectives
 from optuna.trial import TrialState
 from test_workers_processes import check_study, outputs, start_worker, wait_all
 
-from ciq_optuna.storage import STORAGE_ENV, resolve_storage
+from ciq_optuna.study.storage import STORAGE_ENV, resolve_storage
 
 pytestmark = pytest.mark.postgres
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import optuna
 import pytest
 
-from ciq_optuna.compiler_space import CompilerSpace
 from ciq_optuna.compilers import CompilerNotFoundError, get_compiler
-from ciq_optuna.controls import NOT_PASSED
-from ciq_optuna.spaces_check import check_space, reachable_error_conflicts
+from ciq_optuna.space.check import check_space, reachable_error_conflicts
+from ciq_optuna.space.compiler_space import CompilerSpace
+from ciq_optuna.space.controls import NOT_PASSED
 
 SPACES = Path(__file__).resolve().parent.parent / "spaces"
 FILES = sorted(SPACES.glob("*.toml"))

@@ -5,12 +5,12 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from ciq_optuna.app_space import Const, IntRange
-from ciq_optuna.compiler_space import CompilerSpace
-from ciq_optuna.controls import NOT_PASSED
 from ciq_optuna.errors import CiqError
-from ciq_optuna.search_space import SearchSpace
-from ciq_optuna.space_files import available_spaces, find_space
+from ciq_optuna.space.app import Const, IntRange
+from ciq_optuna.space.compiler_space import CompilerSpace
+from ciq_optuna.space.controls import NOT_PASSED
+from ciq_optuna.space.files import available_spaces, find_space
+from ciq_optuna.space.search import SearchSpace
 
 SPACE = """
 schema = 1

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from ciq_optuna.compiler_space import CompilerSpace
 from ciq_optuna.compilers import CompilerNotFoundError, get_compiler
 from ciq_optuna.errors import CiqError
-from ciq_optuna.spaces_check import (
+from ciq_optuna.space.check import (
     builtin_reference_kernel,
     check_space,
     format_space_list,
     reachable_error_conflicts,
 )
+from ciq_optuna.space.compiler_space import CompilerSpace
 
 SPACES = Path(__file__).resolve().parent.parent / "spaces"
 

@@ -9,7 +9,7 @@ import optuna
 import pytest
 
 from ciq_optuna.errors import CiqError
-from ciq_optuna.storage import (
+from ciq_optuna.study.storage import (
     STORAGE_ENV,
     StorageError,
     redact,

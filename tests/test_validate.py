@@ -10,7 +10,7 @@ import pytest
 from ciq_optuna.acf import Acf, write_acf
 from ciq_optuna.errors import CiqError
 from ciq_optuna.gpu.errors import CorrectnessError
-from ciq_optuna.validation import (
+from ciq_optuna.gpu.winners import (
     Comparison,
     ValidationSettings,
     adjust_pvalues,

@@ -10,7 +10,7 @@ import pytest
 from optuna.trial import TrialState
 
 from ciq_optuna.errors import CiqError
-from ciq_optuna.storage import resolve_storage
+from ciq_optuna.study.storage import resolve_storage
 from ciq_optuna.workers import (
     CANCELLED_ATTR,
     add_worker_arguments,

@@ -17,7 +17,7 @@ import optuna
 import test_workers_objectives as objectives
 from optuna.trial import TrialState
 
-from ciq_optuna.storage import resolve_storage
+from ciq_optuna.study.storage import resolve_storage
 
 WORKER_SCRIPT = Path(objectives.__file__).resolve()
 

@@ -103,10 +103,16 @@ def _verify(args: argparse.Namespace) -> int:
 def _from_study(args: argparse.Namespace) -> int:
     import optuna
 
-    from ciq_optuna.storage import DEFAULT_STORAGE_FILE, redact, resolve_storage, sqlite_path, storage_url
-    from ciq_optuna.study import metadata
+    from ciq_optuna.objectives.factory import build_objective
+    from ciq_optuna.study.metadata import metadata
+    from ciq_optuna.study.storage import (
+        DEFAULT_STORAGE_FILE,
+        redact,
+        resolve_storage,
+        sqlite_path,
+        storage_url,
+    )
     from ciq_optuna.summary import acf_for_trial, best_trials
-    from ciq_optuna.tune import build_objective
 
     _check_output(args.output)
     shown = redact(storage_url(args.storage, default_path=DEFAULT_STORAGE_FILE))

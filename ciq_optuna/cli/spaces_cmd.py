@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ciq_optuna.compiler_space import CompilerSpace
 from ciq_optuna.compilers.base import get_compiler
-from ciq_optuna.controls import IntControl
-from ciq_optuna.space_files import available_spaces, find_space
+from ciq_optuna.space.compiler_space import CompilerSpace
+from ciq_optuna.space.controls import IntControl
+from ciq_optuna.space.files import available_spaces, find_space
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -76,7 +76,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from ciq_optuna.spaces_check import check_space
+    from ciq_optuna.space.check import check_space
 
     space = _load(args.space) if args.space else None
     compiler = get_compiler(args.compiler or (space.compiler if space else "ptxas"), args.compiler_path)

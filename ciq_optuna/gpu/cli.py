@@ -16,7 +16,7 @@ from typing import Any
 from ciq_optuna.cli.types import positive_int
 from ciq_optuna.errors import CiqError
 from ciq_optuna.gpu.harness import KernelLaunch
-from ciq_optuna.validation import ValidationSettings, validate_acfs
+from ciq_optuna.gpu.winners import ValidationSettings, validate_acfs
 
 
 def add_validate_arguments(parser: argparse.ArgumentParser) -> None:

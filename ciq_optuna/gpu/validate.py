@@ -1,6 +1,6 @@
 """The GPU measure of ``ciq-optuna validate``: compile under an ACF, time against the baseline.
 
-:class:`GpuAcfMeasure` is the ``measure`` that :func:`ciq_optuna.validation.validate_acfs`
+:class:`GpuAcfMeasure` is the ``measure`` that :func:`ciq_optuna.gpu.winners.validate_acfs`
 calls once per session and candidate: it compiles the kernel source with the ACF's flags (and the
 baseline with the compiler defaults, once), then runs one isolated, interleaved comparison with
 a fixed number of repeats (no early stop: every session gives the same sample size).
@@ -19,11 +19,11 @@ from ciq_optuna.errors import CiqError
 from ciq_optuna.gpu.harness import KernelLaunch
 from ciq_optuna.gpu.objective import RuntimeObjective
 from ciq_optuna.gpu.stats import StoppingRule
-from ciq_optuna.validation import Comparison
+from ciq_optuna.gpu.winners import Comparison
 
 
 class GpuAcfMeasure:
-    """``measure(acf_path) -> Comparison`` for :func:`~ciq_optuna.validation.validate_acfs`.
+    """``measure(acf_path) -> Comparison`` for :func:`~ciq_optuna.gpu.winners.validate_acfs`.
 
     Args:
         launch: how to launch and check the kernel.

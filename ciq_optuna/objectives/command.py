@@ -18,7 +18,7 @@ from typing import Any
 
 from ciq_optuna.compilers.process import run_command
 from ciq_optuna.errors import CiqError
-from ciq_optuna.search_space import Candidate
+from ciq_optuna.space.search import Candidate
 
 _FIELDS = {"cubin", "kernel", "arch", "flags", "app"}
 

@@ -21,7 +21,7 @@ import optuna
 from ciq_optuna.compilers.base import xptxas_arg
 from ciq_optuna.errors import CiqError
 from ciq_optuna.objectives.metrics import compile_metrics
-from ciq_optuna.search_space import Candidate, SearchSpace
+from ciq_optuna.space.search import Candidate, SearchSpace
 
 Measure = Callable[[Path, Candidate], "Mapping[str, float] | float"]
 """A measurement of a compiled binary: ``measure(cubin_path, candidate) -> {metric: value}`` (or one number)."""

@@ -1,9 +1,9 @@
 """Two objectives, (x**2 + y, y**2 + x), both minimised; prints the Pareto front
 (CompileIQ's multi-objective example; only the imports changed)."""
 
-import ciq_optuna.search_spaces.base as ss
-from ciq_optuna.ciq import Search
-from ciq_optuna.types import ProblemType, SearchConfiguration
+import ciq_optuna.compileiq.search_spaces.base as ss
+from ciq_optuna.compileiq.ciq import Search
+from ciq_optuna.compileiq.types import ProblemType, SearchConfiguration
 
 
 def objective_function(params):

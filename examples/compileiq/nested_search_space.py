@@ -1,9 +1,9 @@
 """A four-level nested search space; the objective branches on the knocked-out literal ``z``
 (CompileIQ's nested example; only the imports changed)."""
 
-import ciq_optuna.search_spaces.base as ss
-from ciq_optuna.ciq import Search
-from ciq_optuna.types import ProblemType, SearchConfiguration
+import ciq_optuna.compileiq.search_spaces.base as ss
+from ciq_optuna.compileiq.ciq import Search
+from ciq_optuna.compileiq.types import ProblemType, SearchConfiguration
 
 
 def objective_function(params):

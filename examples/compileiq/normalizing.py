@@ -1,9 +1,9 @@
 """Scores normalised against a baseline measurement (CompileIQ's normalisation example; only the
 imports changed). The objective receives ``BASELINE_CONFIG`` ({}) once, for the baseline."""
 
-import ciq_optuna.search_spaces.base as ss
-from ciq_optuna.ciq import Search
-from ciq_optuna.types import BASELINE_CONFIG, MultiProcessWorker, ProblemType, SearchConfiguration
+import ciq_optuna.compileiq.search_spaces.base as ss
+from ciq_optuna.compileiq.ciq import Search
+from ciq_optuna.compileiq.types import BASELINE_CONFIG, MultiProcessWorker, ProblemType, SearchConfiguration
 
 
 def objective_function(params):

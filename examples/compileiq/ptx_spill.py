@@ -15,10 +15,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ciq_optuna.ciq import Search
-from ciq_optuna.search_spaces.compilers import PtxasSearchSpace
-from ciq_optuna.types import INVALID_SCORE, SearchConfiguration
-from ciq_optuna.utils.helpers import save_compiler_config
+from ciq_optuna.compileiq.ciq import Search
+from ciq_optuna.compileiq.search_spaces.compilers import PtxasSearchSpace
+from ciq_optuna.compileiq.types import INVALID_SCORE, SearchConfiguration
+from ciq_optuna.compileiq.utils.helpers import save_compiler_config
 
 PTX_FILE = Path(__file__).resolve().parents[1] / "attention" / "attention.sm_90a.ptx"
 ARCH = "sm_90a"

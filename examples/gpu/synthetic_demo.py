@@ -1,6 +1,6 @@
 """Why the harness interleaves, uses medians and corrects for many candidates: a CPU-only demo.
 
-Runs the real statistics code (ciq_optuna.gpu.stats, ciq_optuna.validation) on synthetic timers,
+Runs the real statistics code (ciq_optuna.gpu.stats, ciq_optuna.gpu.winners) on synthetic timers,
 no GPU: ``python examples/gpu/synthetic_demo.py``. Deterministic (fixed seeds).
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ciq_optuna.gpu.stats import StoppingRule, measure_interleaved, summarize
-from ciq_optuna.validation import Comparison, ValidationSettings, validate_acfs
+from ciq_optuna.gpu.winners import Comparison, ValidationSettings, validate_acfs
 
 
 class Device:

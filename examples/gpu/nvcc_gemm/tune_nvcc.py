@@ -29,9 +29,9 @@ from ciq_optuna.compilers import get_compiler, xptxas_arg  # noqa: E402
 from ciq_optuna.errors import CiqError  # noqa: E402
 from ciq_optuna.gpu import RuntimeObjective, StoppingRule  # noqa: E402
 from ciq_optuna.gpu.validate import GpuAcfMeasure  # noqa: E402
-from ciq_optuna.search_space import SearchSpace  # noqa: E402
-from ciq_optuna.space_files import load_space  # noqa: E402
-from ciq_optuna.validation import ValidationSettings, validate_acfs  # noqa: E402
+from ciq_optuna.gpu.winners import ValidationSettings, validate_acfs  # noqa: E402
+from ciq_optuna.space.files import load_space  # noqa: E402
+from ciq_optuna.space.search import SearchSpace  # noqa: E402
 
 SOURCE = HERE / "sgemm.cu"
 

@@ -28,8 +28,8 @@ import triton_matmul  # noqa: E402
 from ciq_optuna.compilers import find_compiler  # noqa: E402
 from ciq_optuna.errors import CiqError  # noqa: E402
 from ciq_optuna.isolation import run_isolated  # noqa: E402
-from ciq_optuna.search_space import SearchSpace  # noqa: E402
-from ciq_optuna.space_files import load_space  # noqa: E402
+from ciq_optuna.space.files import load_space  # noqa: E402
+from ciq_optuna.space.search import SearchSpace  # noqa: E402
 
 #: The application half of the mixed space (GROUP_M is a constant: passed, not tuned).
 APP_SPACE = {

@@ -1,6 +1,6 @@
 """CompileIQ's ``Search``, on an Optuna study.
 
-``from ciq_optuna.ciq import Search`` replaces ``from compileiq.ciq import Search``. Each
+``from ciq_optuna.compileiq.ciq import Search`` replaces ``from compileiq.ciq import Search``. Each
 candidate is an Optuna trial (``study.ask()``/``study.tell()``) proposed by ciq-optuna's genetic
 sampler (NSGA-II for several objectives); generation ``g`` is the ``g``-th block of
 ``pool_size`` trials. What the objective received, its raw score and its normalised score are
@@ -27,11 +27,11 @@ import optuna
 from optuna.trial import TrialState
 from tqdm.auto import tqdm
 
-from ciq_optuna._compat.scores import ParamArg, Score
-from ciq_optuna._compat.space import SpacePlan
-from ciq_optuna._compat.workers import ManualWorker, Worker
-from ciq_optuna.results import SearchResult
-from ciq_optuna.types import EngineConfig, ProblemType, SearchConfiguration, WorkerTypes
+from ciq_optuna.compileiq._compat.scores import ParamArg, Score
+from ciq_optuna.compileiq._compat.space import SpacePlan
+from ciq_optuna.compileiq._compat.workers import ManualWorker, Worker
+from ciq_optuna.compileiq.results import SearchResult
+from ciq_optuna.compileiq.types import EngineConfig, ProblemType, SearchConfiguration, WorkerTypes
 
 __all__ = ["BackendCandidate", "Search"]
 
@@ -122,7 +122,7 @@ _SCHEMA_RACE = ("already exists", "duplicate key", "unique constraint")
 def _open_storage(storage: Any) -> Any:
     if storage is None or isinstance(storage, optuna.storages.BaseStorage):
         return storage
-    from ciq_optuna.storage import StorageError, resolve_storage
+    from ciq_optuna.study.storage import StorageError, resolve_storage
 
     for attempt in range(5):
         try:

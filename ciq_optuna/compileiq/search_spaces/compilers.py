@@ -1,10 +1,10 @@
 """Compiler search spaces for the CompileIQ-compatible API, backed by ciq-optuna's open spaces.
 
 ``PtxasSearchSpace()`` / ``NvccSearchSpace()`` resolve (``.retrieve()``) to a
-:class:`~ciq_optuna.compiler_space.CompilerSpace` loaded from ``spaces/<compiler>-<release>.toml``.
+:class:`~ciq_optuna.space.compiler_space.CompilerSpace` loaded from ``spaces/<compiler>-<release>.toml``.
 The objective then receives each candidate as CompileIQ passes an ACF: a hex string. Its bytes
 are the text of a compiler options file; write it with
-:func:`ciq_optuna.utils.helpers.save_compiler_config` and apply it with
+:func:`ciq_optuna.compileiq.utils.helpers.save_compiler_config` and apply it with
 ``ptxas --options-file FILE`` (CompileIQ: ``--apply-controls FILE``).
 """
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ciq_optuna.compiler_space import CompilerSpace
 from ciq_optuna.errors import CiqError
+from ciq_optuna.space.compiler_space import CompilerSpace
 
 __all__ = ["LocalSearchSpace", "NvccSearchSpace", "PtxasSearchSpace", "SearchSpaceProvider"]
 
@@ -47,7 +47,7 @@ class SearchSpaceProvider:
     def retrieve(self) -> CompilerSpace:
         """Load the space file (once)."""
         if self._space is None:
-            from ciq_optuna.space_files import find_space
+            from ciq_optuna.space.files import find_space
 
             version = self.version
             if version is None:
@@ -57,7 +57,7 @@ class SearchSpaceProvider:
             try:
                 path = find_space(self.compiler, str(version))
             except CiqError:
-                from ciq_optuna.space_files import available_spaces
+                from ciq_optuna.space.files import available_spaces
 
                 have = [f.cuda for f in available_spaces() if f.compiler == self.compiler]
                 raise ValueError(

@@ -1,4 +1,4 @@
-"""Studies of ciq-optuna: creation with the metadata workers need, resumption checks, rebuilding objectives.
+"""Studies of ciq-optuna: creation with the metadata workers need, resumption checks.
 
 A tuning study carries, in the study user attribute ``ciq_optuna``, everything needed to
 evaluate it anywhere: kernel (path and sha256), architecture, compiler name and version, space
@@ -17,6 +17,7 @@ import optuna
 
 from ciq_optuna import __version__
 from ciq_optuna.errors import CiqError
+from ciq_optuna.study.budget import budget_status
 
 ATTR = "ciq_optuna"
 _CHECKED = (
@@ -106,19 +107,6 @@ def create_or_load(
     return study, True
 
 
-def objective_from_study(
-    study: optuna.Study, *, kernel: Path | None = None, compiler_path: str | None = None
-):
-    """Rebuild a study's objective on this machine (workers); CiqError on any mismatch.
-
-    ``kernel`` and ``compiler_path`` override where the kernel and compiler are found here;
-    their content hash and version must still match the study's.
-    """
-    from ciq_optuna.tune import build_objective
-
-    return build_objective(metadata(study), kernel=kernel, compiler_path=compiler_path)
-
-
 def sampler_from_study(study: optuna.Study) -> optuna.samplers.BaseSampler:
     """The sampler a worker uses on a tuning study: the same kind and settings as the tune run's."""
     from ciq_optuna.samplers import make_sampler
@@ -141,7 +129,5 @@ def run_queued(
 
 
 def finished_count(study: optuna.Study) -> int:
-    """Trials that count against the budget, by the workers' rules (see :mod:`ciq_optuna.workers`)."""
-    from ciq_optuna.workers import budget_status
-
+    """Trials that count against the budget, by the workers' rules (see :mod:`ciq_optuna.study.budget`)."""
     return budget_status(study)["done"]

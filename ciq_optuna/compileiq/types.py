@@ -1,6 +1,6 @@
 """CompileIQ's public types: enums, scores, workers and ``SearchConfiguration``.
 
-Mirrors ``compileiq.types`` so that ``from ciq_optuna.types import SearchConfiguration,
+Mirrors ``compileiq.types`` so that ``from ciq_optuna.compileiq.types import SearchConfiguration,
 ProblemType, ...`` works in place of ``from compileiq.types import ...``.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ciq_optuna._compat.scores import (
+from ciq_optuna.compileiq._compat.scores import (
     BASELINE_CONFIG,
     INVALID_SCORE,
     ParamArg,
@@ -25,7 +25,7 @@ from ciq_optuna._compat.scores import (
     normalize_scores,
     validate_scores,
 )
-from ciq_optuna._compat.workers import (
+from ciq_optuna.compileiq._compat.workers import (
     AsyncWorker,
     IsoMultiProcessWorker,
     ManualWorker,

@@ -53,7 +53,7 @@ SQLITE_BUSY_TIMEOUT_S = 60.0
 #: SQLite variants measured by benchmarks/throughput.py; "tuned" is what resolve_storage uses.
 SQLITE_MODES = ("optuna-default", "wal-normal", "wal-off", "tuned")
 
-_logger = logging.getLogger("ciq_optuna.storage")
+_logger = logging.getLogger("ciq_optuna.study.storage")
 _PASSWORD_IN_URL = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<pw>[^@\s]*)(?P<tail>@)")
 
 

@@ -19,8 +19,8 @@ from typing import Any
 import optuna
 from optuna.distributions import BaseDistribution
 
-from ciq_optuna.controls import NOT_PASSED, Control, control_from_table, parse_arch
 from ciq_optuna.errors import CiqError, read_text
+from ciq_optuna.space.controls import NOT_PASSED, Control, control_from_table, parse_arch
 
 if sys.version_info >= (3, 11):
     import tomllib

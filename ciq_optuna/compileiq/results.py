@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ciq_optuna._compat.scores import INVALID_SCORE, Score
-from ciq_optuna.types import MultiScoreComparison, ProblemType
+from ciq_optuna.compileiq._compat.scores import INVALID_SCORE, Score
+from ciq_optuna.compileiq.types import MultiScoreComparison, ProblemType
 
 __all__ = ["SearchResult", "calculate_pareto_front"]
 

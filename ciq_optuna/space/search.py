@@ -9,9 +9,9 @@ from typing import Any
 import optuna
 from optuna.distributions import BaseDistribution
 
-from ciq_optuna.app_space import AppSpace
-from ciq_optuna.compiler_space import CompilerSpace
 from ciq_optuna.errors import CiqError
+from ciq_optuna.space.app import AppSpace
+from ciq_optuna.space.compiler_space import CompilerSpace
 
 
 @dataclass

@@ -29,10 +29,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ciq_optuna.compiler_space import CompilerSpace, Conflict
 from ciq_optuna.compilers import Compiler
-from ciq_optuna.controls import Control, parse_arch
 from ciq_optuna.errors import CiqError
+from ciq_optuna.space.compiler_space import CompilerSpace, Conflict
+from ciq_optuna.space.controls import Control, parse_arch
 
 __all__ = [
     "ConflictCheck",
@@ -560,7 +560,7 @@ def check_space(
 
 def format_space_list() -> str:
     """A table of the space files found (``ciq-optuna spaces list``)."""
-    from ciq_optuna.space_files import available_spaces
+    from ciq_optuna.space.files import available_spaces
 
     rows = [("compiler", "cuda", "name", "version", "controls", "file")]
     for f in available_spaces():

@@ -16,13 +16,13 @@ from typing import Any
 
 import optuna
 
-from ciq_optuna.compiler_space import CompilerSpace
-from ciq_optuna.search_spaces.base import (
+from ciq_optuna.compileiq.search_spaces.base import (
     ChoiceParamConfig,
     LiteralParamConfig,
     ParamConfig,
     RangeParamConfig,
 )
+from ciq_optuna.space.compiler_space import CompilerSpace
 
 PRESENT = ".__present__"
 
@@ -60,7 +60,7 @@ class DictEntry:
                 where = "".join(f"[{k!r}]" for k in here)
                 raise ValueError(
                     f"search_space{where} = {value!r} is not a search-space parameter: "
-                    f"use range(), choice(), literal() or log_sampling() from ciq_optuna.search_spaces.base"
+                    f"use range(), choice(), literal() or log_sampling() from ciq_optuna.compileiq.search_spaces.base"
                 )
 
     def suggest(self, trial: optuna.Trial) -> dict[Any, Any]:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ciq_optuna._compat.scores import (
+from ciq_optuna.compileiq._compat.scores import (
     BASELINE_CONFIG,
     Score,
     invalidate_score,

@@ -15,6 +15,9 @@ each session interleaving baseline and candidate. A candidate is KEPT only when 
 Outliers (``outlier_k`` = 5 scaled MADs, at most 5 % of a sample) are left out of the tests;
 raw samples are kept in the record. A record ``<acf stem>.validation.json`` is written next
 to each ACF: environment, GPU, driver, compiler versions, settings, samples, p-values, decision.
+
+This module decides and records; it needs no GPU. The samples come from ``measure``: on a GPU,
+:class:`ciq_optuna.gpu.validate.GpuAcfMeasure`.
 """
 
 from __future__ import annotations

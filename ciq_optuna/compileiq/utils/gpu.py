@@ -54,7 +54,7 @@ def ctk_supports_compileiq(ptxas: str | None = None) -> bool:
     """True when the installed ptxas (or the one at ``ptxas``) has an open search space."""
     from ciq_optuna.compilers.locate import find_compiler
     from ciq_optuna.errors import CiqError
-    from ciq_optuna.space_files import find_space
+    from ciq_optuna.space.files import find_space
 
     try:
         find_space("ptxas", find_compiler("ptxas", ptxas).release)

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ciq_optuna.compiler_space import CompilerSpace
 from ciq_optuna.errors import CiqError
+from ciq_optuna.space.compiler_space import CompilerSpace
 
 _FILE_RE = re.compile(r"^(?P<compiler>[a-z0-9_]+)-(?P<cuda>\d+\.\d+)\.toml$")
 
@@ -28,8 +28,8 @@ class SpaceFile:
 def space_dirs() -> list[Path]:
     """Directories searched for space files, first match wins."""
     dirs = [Path(p) for p in os.environ.get("CIQ_OPTUNA_SPACES", "").split(os.pathsep) if p]
-    here = Path(__file__).resolve().parent
-    dirs += [here / "_spaces", here.parent / "spaces"]
+    package = Path(__file__).resolve().parent.parent  # ciq_optuna/
+    dirs += [package / "_spaces", package.parent / "spaces"]  # the wheel's copy, the checkout's spaces/
     return [d for d in dirs if d.is_dir()]
 
 

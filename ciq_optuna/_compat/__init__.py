@@ -1,1 +1,0 @@
-"""Machinery behind the CompileIQ-compatible API (``ciq_optuna.ciq``, ``types``, ``results``)."""

@@ -1,0 +1,101 @@
+"""The trial budget of a study, shared by every process that runs it: counting and the gate.
+
+Counting the budget. A trial *counts* when it is COMPLETE, PRUNED, or FAIL with a user attribute
+``error`` (the evaluation itself failed: a compiler crash, a timeout). A FAIL trial without
+``error`` was left behind by a dead worker; heartbeats fail it and its configuration is queued
+again as a WAITING trial, so it must not count. Before evaluating, each trial checks the trials
+numbered before it (numbers are assigned under a row lock, so they order the trials): if those
+already hold the whole budget (counted, RUNNING or WAITING), the trial is *cancelled*
+instead of evaluated: PRUNED with user attribute ``cancelled``, never counted, no parameters
+(it happens when two workers start a trial for the last slot at the same moment). Between trials a
+worker that finds every remaining slot held by RUNNING trials of other workers waits: if one of
+them goes stale, its retry needs someone to run it. ``optuna.study.MaxTrialsCallback`` alone is
+not enough: it ignores the trials other workers are running (overshoot by up to one trial per
+thread) and counts the stale failures.
+
+Both the main job (:mod:`ciq_optuna.tune`) and the worker loop (:mod:`ciq_optuna.workers`) run
+their objectives through :func:`gated_objective`, so they count alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+Objective = Callable[[optuna.trial.Trial], "float | Sequence[float]"]
+
+#: User attribute of a trial whose evaluation failed (one line); such a FAIL counts.
+ERROR_ATTR = "error"
+#: User attribute of a trial started after the budget was already held by earlier trials.
+CANCELLED_ATTR = "cancelled"
+#: Study user attribute: total number of counted trials wanted, over all workers.
+BUDGET_ATTR = "budget"
+
+
+def claims_slot(trial: FrozenTrial) -> bool:
+    """Whether ``trial`` holds one unit of the budget (finished and counted, or still to come)."""
+    if CANCELLED_ATTR in trial.user_attrs:
+        return False
+    if trial.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING):
+        return True
+    return trial.state == TrialState.FAIL and ERROR_ATTR in trial.user_attrs
+
+
+def counts(trial: FrozenTrial) -> bool:
+    """Whether a finished ``trial`` counts toward the budget."""
+    if CANCELLED_ATTR in trial.user_attrs:
+        return False
+    if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
+        return True
+    return trial.state == TrialState.FAIL and ERROR_ATTR in trial.user_attrs
+
+
+def budget_status(study: optuna.Study) -> dict[str, int]:
+    """Counts over the whole study: ``done`` (counted), ``running``, ``waiting``, ``stale``
+    (FAIL left by a dead worker) and ``cancelled``."""
+    status = dict.fromkeys(("done", "running", "waiting", "stale", "cancelled"), 0)
+    for t in study.get_trials(deepcopy=False):
+        if CANCELLED_ATTR in t.user_attrs:
+            status["cancelled"] += 1
+        elif counts(t):
+            status["done"] += 1
+        elif t.state == TrialState.RUNNING:
+            status["running"] += 1
+        elif t.state == TrialState.WAITING:
+            status["waiting"] += 1
+        elif t.state == TrialState.FAIL:
+            status["stale"] += 1
+    return status
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: first line of the message``: how a failure is recorded and reported."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def gated_objective(study: optuna.Study, objective: Objective, budget: int | None) -> Objective:
+    """Wrap ``objective``: cancel trials beyond the budget, record failures as ``error``."""
+
+    def run(trial: optuna.trial.Trial) -> float | Sequence[float]:
+        if budget is not None:
+            before = [t for t in study.get_trials(deepcopy=False) if t.number < trial.number]
+            if sum(claims_slot(t) for t in before) >= budget:
+                trial.set_user_attr(CANCELLED_ATTR, "budget already held by earlier trials")
+                with contextlib.suppress(RuntimeError):  # outside study.optimize there is no loop to stop
+                    study.stop()
+                raise optuna.TrialPruned(f"cancelled: the budget of {budget} trials is reached")
+        try:
+            return objective(trial)
+        except optuna.TrialPruned:
+            raise
+        except Exception as exc:
+            if ERROR_ATTR not in trial.user_attrs:
+                trial.set_user_attr(ERROR_ATTR, one_line(exc))
+            raise
+
+    return run
