@@ -42,8 +42,12 @@ def best_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return sorted(simplest.values(), key=lambda t: t.number)
 
 
-def trial_metrics(trial: optuna.trial.FrozenTrial) -> dict[str, float]:
-    """Every metric recorded on a trial: compile metrics and measured ones."""
+#: How a metric the compiler did not report shows in the summary table.
+MISSING = "missing"
+
+
+def trial_metrics(trial: optuna.trial.FrozenTrial) -> dict[str, float | None]:
+    """Every metric recorded on a trial: compile metrics and measured ones (None: not measured)."""
     values = dict(trial.user_attrs.get("metrics", {}))
     values.update(trial.user_attrs.get("measured") or {})
     return values
@@ -52,7 +56,10 @@ def trial_metrics(trial: optuna.trial.FrozenTrial) -> dict[str, float]:
 def summary_table(
     baseline: optuna.trial.FrozenTrial | None, best: optuna.trial.FrozenTrial, metrics: Sequence[str]
 ) -> pd.DataFrame:
-    """Baseline vs best on every metric (objectives first), with the change."""
+    """Baseline vs best on every metric (objectives first), with the change.
+
+    A metric the compiler did not report shows as ``missing``, never as 0, and has no change.
+    """
     b = trial_metrics(baseline) if baseline else {}
     t = trial_metrics(best)
     rows = []
@@ -65,13 +72,13 @@ def summary_table(
         if m not in t:
             continue
         base, val = b.get(m), t[m]
-        change = None if base is None else val - base
-        pct = None if base in (None, 0) else 100.0 * (val - base) / base
+        change = None if base is None or val is None else val - base
+        pct = None if change is None or base == 0 else 100.0 * (val - base) / base
         rows.append(
             {
                 "metric": m + (" *" if m in metrics else ""),
-                "baseline": base,
-                "best": val,
+                "baseline": MISSING if base is None and m in b else base,
+                "best": MISSING if val is None else val,
                 "change": change,
                 "change %": None if pct is None or math.isnan(pct) else round(pct, 1),
             }
@@ -105,6 +112,13 @@ def acf_for_trial(
     candidate = objective.space.candidate_from_params(trial.params)
     baseline = baseline_trial(study)
     base_metrics = trial_metrics(baseline) if baseline else {}
+    best_metrics = trial_metrics(trial)
+    metrics: dict[str, Any] = {"best": best_metrics, "baseline": base_metrics}
+    not_measured = {
+        k: sorted(n for n, v in m.items() if v is None) for k, m in metrics.items() if None in m.values()
+    }
+    if not_measured:  # TOML has no null: list what the compiler did not report instead of writing 0
+        metrics["not_measured"] = not_measured
     values = trial.values or []
     objectives = [
         {"name": n, "direction": d, "value": v, "baseline": base_metrics.get(n)}
@@ -119,7 +133,7 @@ def acf_for_trial(
         controls=passed,
         space={"spaces": [{k: v for k, v in s.items() if k != "path"} for s in meta["spaces"]]},
         objectives=objectives,
-        metrics={"best": trial_metrics(trial), "baseline": base_metrics},
+        metrics=metrics,
         kernel={"name": meta["kernel"]["name"], "sha256": meta["kernel"]["sha256"]},
         binary={
             "code_sha256": trial.user_attrs.get("binary_hash"),

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ciq_optuna.compilers.cubin import CubinError, code_hash, raw_sha256
+from ciq_optuna.compilers.cubin_info import CubinInfo, read_cubin_info
 from ciq_optuna.compilers.locate import CompilerInfo, find_compiler
 from ciq_optuna.compilers.process import run_command
 from ciq_optuna.compilers.ptxas_output import FunctionStats, PtxasReport, parse_ptxas_output
@@ -38,8 +39,10 @@ class CompileResult:
     ``functions`` maps every function ptxas reported (entries and non-inlined device
     functions) to its resources; ``compile_time`` is the wall-clock time of the compiler
     process in seconds; ``code_hash`` identifies the code (tkinfo note removed), ``raw_sha256``
-    the file as written. On failure ``ok`` is False, ``error`` is one line and the cubin
-    fields are None.
+    the file as written; ``cubin_info`` what the cubin itself holds (entries, registers). On
+    failure ``ok`` is False, ``error`` is one line and the cubin fields are None. A ``-v``
+    report that disagrees with the cubin (another entry function, architecture or register
+    count) is a failure: its numbers cannot be trusted.
     """
 
     ok: bool
@@ -56,6 +59,7 @@ class CompileResult:
     code_hash: str | None = None
     raw_sha256: str | None = None
     compile_time: float = 0.0
+    cubin_info: CubinInfo | None = None
 
     @property
     def functions(self) -> dict[str, FunctionStats]:
@@ -71,6 +75,15 @@ class CompileResult:
     def warnings(self) -> list[str]:
         """ptxas warnings (e.g. spills with --warn-on-spills, ignored options)."""
         return self.report.warnings
+
+    @property
+    def parsed(self) -> dict[str, list[str]]:
+        """The fields ptxas reported, by entry function: what was measured (missing = not measured)."""
+        return {name: f.parsed_fields() for name, f in self.entries.items()}
+
+    def unexpected_line(self) -> str:
+        """The first output line the ``-v`` parser did not understand, quoted, for a one-line reason."""
+        return self.report.unexpected_line()
 
 
 def first_error_line(text: str) -> str | None:
@@ -144,6 +157,34 @@ def _allowed_archs(help_text: str, option: str) -> list[str]:
         if inside:
             out.extend(re.findall(r"'(sm_\w+)'", line))
     return sorted(set(out), key=lambda a: (int(re.sub(r"\D", "", a)), a))
+
+
+def _names(names: Sequence[str]) -> str:
+    return ", ".join(f"'{n}'" for n in sorted(names)) or "none"
+
+
+def report_disagreement(name: str, arch: str, report: PtxasReport, cubin: CubinInfo) -> str | None:
+    """Why a ``-v`` report cannot describe this cubin (one line), or None when they agree.
+
+    Checks the target architecture (requested, reported, in the ELF header), that the report's
+    entry functions are the cubin's, and each entry's register count against ``EIATTR_REGCOUNT``.
+    """
+    wanted = int(re.sub(r"\D", "", arch) or 0)
+    if cubin.sm is not None and cubin.sm != wanted:
+        return f"{name} wrote a cubin for sm_{cubin.sm}, not the requested {arch}"
+    for fn, stats in report.entries.items():
+        if stats.arch is not None and stats.arch != arch:
+            return f"{name} -v reported entry function '{fn}' for '{stats.arch}', not the requested {arch}"
+    if set(report.entries) != set(cubin.entries):
+        return (
+            f"{name} -v reported entry function(s) {_names(list(report.entries))} but the cubin holds "
+            f"{_names(cubin.entries)}; {report.unexpected_line()}"
+        )
+    for fn, stats in report.entries.items():
+        held = cubin.registers.get(fn)
+        if stats.registers is not None and held is not None and stats.registers != held:
+            return f"{name} -v reported {stats.registers} registers for '{fn}', the cubin holds {held}"
+    return None
 
 
 class Compiler:
@@ -249,6 +290,15 @@ class Compiler:
         except CubinError as exc:
             result.error = str(exc)
             return result
+        if verbose:
+            try:
+                result.cubin_info = read_cubin_info(data)
+            except CubinError as exc:
+                result.error = str(exc)
+                return result
+            result.error = report_disagreement(self.name, arch, result.report, result.cubin_info)
+            if result.error:
+                return result
         result.ok = True
         result.cubin_path = output
         result.cubin = data

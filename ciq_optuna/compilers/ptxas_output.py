@@ -42,6 +42,21 @@ _ITEM_RES = {
 }
 
 
+_MEASURED_FIELDS = (
+    "registers",
+    "barriers",
+    "stack_frame",
+    "spill_stores",
+    "spill_loads",
+    "cumulative_stack",
+    "shared_memory",
+    "textures",
+    "surfaces",
+    "samplers",
+    "compile_time_ms",
+)
+
+
 @dataclass
 class FunctionStats:
     """Resources of one function as ptxas reported them (bytes unless said otherwise).
@@ -70,6 +85,13 @@ class FunctionStats:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)
+
+    def parsed_fields(self) -> list[str]:
+        """Names of the resource fields ptxas printed for this function (the rest were not measured)."""
+        names = [k for k in _MEASURED_FIELDS if getattr(self, k) is not None]
+        if self.registers is not None:  # constant banks come with the Used line
+            names.append("constant_memory")
+        return names
 
     @property
     def spill_bytes(self) -> int | None:
@@ -115,11 +137,20 @@ class PtxasReport:
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     unparsed: list[str] = field(default_factory=list)
+    last_line: str = ""
 
     @property
     def entries(self) -> dict[str, FunctionStats]:
         """The entry functions (kernels) only."""
         return {n: f for n, f in self.functions.items() if f.is_entry}
+
+    def unexpected_line(self) -> str:
+        """The first line the parser did not understand, quoted (or how the output ended), for error messages."""
+        if self.unparsed:
+            return f"first unexpected output line: {self.unparsed[0][:200]!r}"
+        if self.last_line:
+            return f"no unexpected output line; the output ends with {self.last_line[:200]!r}"
+        return "the compiler printed nothing"
 
 
 def _parse_used(stats: FunctionStats, text: str) -> None:
@@ -177,6 +208,7 @@ def parse_ptxas_output(text: str) -> PtxasReport:
         line = raw.rstrip()
         if not line.strip():
             continue
+        report.last_line = line.strip()
         pm = _PREFIX_RE.match(line)
         if pm is None:
             fm = _FRAME_RE.search(line)

@@ -3,12 +3,15 @@
 The template may use ``{cubin}``, ``{kernel}``, ``{arch}``, ``{flags}`` (shell-quoted) and
 application parameters as ``{app[tile][m]}``; values are shell-quoted before substitution.
 The command runs in ``cwd`` (the directory ``tune`` ran in, recorded in the study, so a worker
-started elsewhere runs ``./bench`` from the same place when it exists there). The metric is the first group of a regular expression searched in stdout then stderr (the
-last match wins, so a benchmark that prints progress first still works).
+started elsewhere runs ``./bench`` from the same place when it exists there). The metric is the
+first group of a regular expression searched in stdout, else in stderr. The trial fails, never
+takes a default, when the regex does not match, matches more than once (which number would be
+meant?), or reads NaN, an infinity or a negative number (a time or a size is never negative).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 import string
@@ -84,13 +87,24 @@ class CommandMeasure:
         if res.returncode != 0:
             last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
             raise CiqError(f"measure command exited with {res.returncode}: {last[0][:300]}")
-        for text in (res.stdout, res.stderr):
+        for stream, text in (("stdout", res.stdout), ("stderr", res.stderr)):
             matches = self.regex.findall(text or "")
             if matches:
-                m = matches[-1]
-                raw = m[0] if isinstance(m, tuple) else m
-                try:
-                    return {self.metric: float(raw)}
-                except ValueError:
-                    raise CiqError(f"measure regex matched {raw!r}, which is not a number") from None
+                return {self.metric: self._value(matches, stream)}
         raise CiqError(f"measure command output has no match for {self.regex.pattern!r}")
+
+    def _value(self, matches: list[Any], stream: str) -> float:
+        raws = [m[0] if isinstance(m, tuple) else m for m in matches]
+        if len(raws) > 1:
+            shown = ", ".join(repr(r) for r in raws[:4]) + (", ..." if len(raws) > 4 else "")
+            raise CiqError(
+                f"measure regex {self.regex.pattern!r} matched {len(raws)} times in {stream} ({shown}); "
+                "make it match once"
+            )
+        try:
+            value = float(raws[0])
+        except ValueError:
+            raise CiqError(f"measure regex matched {raws[0]!r}, which is not a number") from None
+        if not math.isfinite(value) or value < 0:
+            raise CiqError(f"measure regex matched {raws[0]!r}: not a finite, non-negative number")
+        return value

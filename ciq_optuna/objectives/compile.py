@@ -20,7 +20,7 @@ import optuna
 
 from ciq_optuna.compilers.base import xptxas_arg
 from ciq_optuna.errors import CiqError
-from ciq_optuna.objectives.metrics import compile_metrics
+from ciq_optuna.objectives.metrics import COMPILE_METRICS, compile_metrics, missing_metric_reason
 from ciq_optuna.space.search import Candidate, SearchSpace
 
 Measure = Callable[[Path, Candidate], "Mapping[str, float] | float"]
@@ -124,6 +124,12 @@ class CompileObjective:
                 shutil.copyfile(result.cubin_path, kept.with_suffix(".tmp"))
                 kept.with_suffix(".tmp").replace(kept)
         metrics = compile_metrics(result)
+        for name in self.metrics:
+            if name in COMPILE_METRICS and metrics[name] is None:
+                msg = missing_metric_reason(result, name)
+                trial.set_user_attr("metrics", metrics)
+                trial.set_user_attr("error", msg)
+                raise TrialFailed(msg)
         trial.set_user_attr("binary_hash", result.code_hash)
         trial.set_user_attr("cubin_sha256", result.raw_sha256)
         trial.set_user_attr("metrics", metrics)
@@ -142,7 +148,7 @@ class CompileObjective:
         out = []
         for name in self.metrics:
             value = values.get(name)
-            if value is None or not math.isfinite(float(value)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
                 msg = f"metric {name!r} was not measured (got {value!r})"
                 trial.set_user_attr("error", msg)
                 raise TrialFailed(msg)
@@ -196,7 +202,10 @@ def command_flags(compiler: str, flags: Mapping[str, list[str]]) -> list[str]:
 
 
 def normalize_measurement(value: Any, name: str) -> dict[str, float]:
-    """A measurement as ``{metric: float}``: one number is named ``name``; anything else is an error."""
+    """A measurement as ``{metric: float}``: one number is named ``name``; anything else is an error.
+
+    None, a non-number, NaN or an infinity is a :class:`CiqError` (the trial fails), never a default.
+    """
     if isinstance(value, Mapping):
         items = value.items()
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -207,5 +216,7 @@ def normalize_measurement(value: Any, name: str) -> dict[str, float]:
     for k, v in items:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise CiqError(f"measurement {k!r} is {v!r}, not a number")
+        if not math.isfinite(v):
+            raise CiqError(f"measurement {k!r} is {v!r}, not a finite number")
         out[str(k)] = float(v)
     return out
