@@ -176,9 +176,15 @@ def report_disagreement(name: str, arch: str, report: PtxasReport, cubin: CubinI
         if stats.arch is not None and stats.arch != arch:
             return f"{name} -v reported entry function '{fn}' for '{stats.arch}', not the requested {arch}"
     if set(report.entries) != set(cubin.entries):
+        unknown = [f for f in report.entries.values() if f.name not in cubin.entries]
+        quoted = (
+            f"first unexpected output line: {unknown[0].first_line[:200]!r}"
+            if unknown
+            else report.unexpected_line()
+        )
         return (
             f"{name} -v reported entry function(s) {_names(list(report.entries))} but the cubin holds "
-            f"{_names(cubin.entries)}; {report.unexpected_line()}"
+            f"{_names(cubin.entries)}; {quoted}"
         )
     for fn, stats in report.entries.items():
         held = cubin.registers.get(fn)
@@ -286,7 +292,7 @@ class Compiler:
             return result
         data = output.read_bytes()
         try:
-            result.code_hash = code_hash(data)
+            digest = code_hash(data)
         except CubinError as exc:
             result.error = str(exc)
             return result
@@ -300,6 +306,7 @@ class Compiler:
             if result.error:
                 return result
         result.ok = True
+        result.code_hash = digest
         result.cubin_path = output
         result.cubin = data
         result.raw_sha256 = raw_sha256(data)

@@ -85,6 +85,7 @@ class FunctionStats:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)
+    first_line: str = ""
 
     def parsed_fields(self) -> list[str]:
         """Names of the resource fields ptxas printed for this function (the rest were not measured)."""
@@ -199,9 +200,9 @@ def parse_ptxas_output(text: str) -> PtxasReport:
     current: FunctionStats | None = None
     pending_msgs: list[tuple[str, str]] = []  # (kind, message) that name a function
 
-    def get(name: str) -> FunctionStats:
+    def get(name: str, line: str) -> FunctionStats:
         if name not in report.functions:
-            report.functions[name] = FunctionStats(name=name)
+            report.functions[name] = FunctionStats(name=name, first_line=" ".join(line.split()))
         return report.functions[name]
 
     for raw in text.splitlines():
@@ -222,10 +223,10 @@ def parse_ptxas_output(text: str) -> PtxasReport:
             msg = f"{location}: {msg}"
         if kind == "info":
             if m := _COMPILING_RE.match(msg):
-                current = get(m.group(1))
+                current = get(m.group(1), line)
                 current.is_entry, current.arch = True, m.group(2)
             elif m := _PROPERTIES_RE.match(msg):
-                current = get(m.group(1))
+                current = get(m.group(1), line)
             elif _USED_RE.match(msg) and current is not None:
                 _parse_used(current, msg)
             elif (m := _COMPILE_TIME_RE.match(msg)) and current is not None:
