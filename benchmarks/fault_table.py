@@ -147,11 +147,13 @@ def leftover_processes(marker: str) -> list[int]:
     return pids
 
 
-def make_plan(trials: int, per_fault: int, seed: int) -> list[str]:
+def make_plan(trials: int, per_fault: int, seed: int, hangs: int | None = None) -> list[str]:
     """One entry per compile: the baseline check and the baseline trial healthy, then ``per_fault``
-    of each fault at random positions among the next ``trials - 1`` trials, the rest healthy."""
+    of each fault (``hangs`` hangs, which each cost a timeout) at random positions among the next
+    ``trials - 1`` trials, the rest healthy."""
     slots = trials - 1
-    faults = [f for f in FAULTS for _ in range(per_fault)]
+    counts = {f: per_fault for f in FAULTS} | ({"hang": hangs} if hangs is not None else {})
+    faults = [f for f in FAULTS for _ in range(counts[f])]
     if len(faults) > slots:
         raise ValueError(f"{len(faults)} faults do not fit in {slots} trials")
     body = faults + ["healthy"] * (slots - len(faults))
@@ -160,7 +162,13 @@ def make_plan(trials: int, per_fault: int, seed: int) -> list[str]:
 
 
 def run_table(
-    folder: Path, *, trials: int = 40, per_fault: int = 2, seed: int = 0, timeout: float = 2.0
+    folder: Path,
+    *,
+    trials: int = 40,
+    per_fault: int = 2,
+    seed: int = 0,
+    timeout: float = 2.0,
+    hangs: int | None = None,
 ) -> dict:
     """Tune the stencil example through the wrapper; per fault: injected, failed, completed; the best."""
     import optuna
@@ -169,7 +177,7 @@ def run_table(
     from ciq_optuna.tune import TuneConfig, tune
 
     real = find_compiler("ptxas", release="13.0").path
-    plan = make_plan(trials, per_fault, seed)
+    plan = make_plan(trials, per_fault, seed, hangs)
     wrapper = write_wrapper(folder / "wrapper", real, plan)
     config = TuneConfig(
         kernel=STENCIL,
@@ -246,12 +254,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=40)
     parser.add_argument("--per-fault", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=2.0)
+    parser.add_argument("--hangs", type=int, default=None, help="hang faults (default: --per-fault)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ciq-fault-table-") as tmp:
         table = run_table(
-            Path(tmp), trials=args.trials, per_fault=args.per_fault, seed=args.seed, timeout=args.timeout
+            Path(tmp),
+            trials=args.trials,
+            per_fault=args.per_fault,
+            seed=args.seed,
+            timeout=args.timeout,
+            hangs=args.hangs,
         )
         print(format_table(table))
         check = real_registers(table["real_ptxas"], table["best_flags"])

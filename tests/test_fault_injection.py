@@ -74,7 +74,11 @@ EXPECTED = {
 def test_each_fault_fails_the_compile_with_one_line(tmp_path: Path, real_ptxas: Path, fault: str) -> None:
     wrapper, marker = _wrapper(tmp_path, real_ptxas, [fault])
     res = Ptxas(find_compiler("ptxas", wrapper)).compile(
-        fault_table.STENCIL, "sm_80", [], output=tmp_path / "out.cubin", timeout=1.0
+        fault_table.STENCIL,
+        "sm_80",
+        [],
+        output=tmp_path / "out.cubin",
+        timeout=1.0 if fault == "hang" else 60.0,
     )
     assert fault_table.compile_log(tmp_path / "wrapper") == [fault]
     assert not res.ok and res.cubin is None and res.code_hash is None
@@ -125,12 +129,14 @@ def test_a_missing_non_objective_metric_shows_as_missing(
 
 
 def test_the_fault_table_has_no_completed_faulty_trial(tmp_path: Path) -> None:
-    table = fault_table.run_table(tmp_path, trials=40, per_fault=2, seed=3, timeout=2.0)
+    # one hang only: each costs the timeout, which stays long enough for a healthy compile on a busy machine
+    table = fault_table.run_table(tmp_path, trials=40, per_fault=2, hangs=1, seed=3, timeout=6.0)
     rows = table["rows"]
     for fault in fault_table.FAULTS:
-        assert rows[fault]["injected"] == 2 == rows[fault]["failed"], fault
+        injected = 1 if fault == "hang" else 2
+        assert rows[fault]["injected"] == injected == rows[fault]["failed"], fault
         assert rows[fault]["completed"] == 0, fault
-    assert rows["healthy"]["completed"] == rows["healthy"]["injected"] >= 40 - 2 * len(fault_table.FAULTS)
+    assert rows["healthy"]["completed"] == rows["healthy"]["injected"] >= 40 - 13
     assert table["best_fault"] == "healthy"
     assert table["best_value"] == table["healthy_best"]
     assert table["best_value"] == fault_table.real_registers(table["real_ptxas"], table["best_flags"])
