@@ -23,7 +23,7 @@ from ciq_optuna.errors import CiqError
 from ciq_optuna.objectives.command import CommandMeasure
 from ciq_optuna.objectives.compile import normalize_measurement
 from ciq_optuna.objectives.metrics import compile_metrics
-from ciq_optuna.search_space import Candidate
+from ciq_optuna.space.search import Candidate
 from ciq_optuna.tune import TuneConfig, tune
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "fault_table.py"
