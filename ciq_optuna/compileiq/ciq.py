@@ -25,10 +25,12 @@ from typing import Any
 
 import optuna
 from optuna.trial import TrialState
+from pydantic import BaseModel, ConfigDict
 from tqdm.auto import tqdm
 
 from ciq_optuna.compileiq._compat.scores import ParamArg, Score
 from ciq_optuna.compileiq._compat.space import SpacePlan
+from ciq_optuna.compileiq._compat.trackers import TrialCallback, tracker_callbacks
 from ciq_optuna.compileiq._compat.workers import ManualWorker, Worker
 from ciq_optuna.compileiq.results import SearchResult
 from ciq_optuna.compileiq.types import EngineConfig, ProblemType, SearchConfiguration, WorkerTypes
@@ -60,24 +62,20 @@ def _config(search_config: Any) -> SearchConfiguration:
     )
 
 
+class _WorkerChoice(BaseModel):
+    """Validates ``Search(worker_type=...)`` as CompileIQ's pydantic model does."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    worker_type: WorkerTypes | type[Worker]
+
+
 def _worker_class(worker_type: Any) -> type[Worker]:
-    if isinstance(worker_type, type) and issubclass(worker_type, Worker):
-        return worker_type
-    if isinstance(worker_type, str):
-        if worker_type.strip().lower() == "default":
-            raise ValueError("worker_type 'default' is not accepted: use 'native' (the default)")
-        try:
-            worker_type = WorkerTypes(worker_type.strip().lower())
-        except ValueError:
-            known = ", ".join(sorted({w.value for w in WorkerTypes}))
-            raise ValueError(
-                f"unknown worker_type {worker_type!r}: use one of {known}, or a Worker subclass"
-            ) from None
-    if isinstance(worker_type, WorkerTypes):
-        return worker_type.worker_type()
-    raise ValueError(
-        f"worker_type must be a WorkerTypes, its name, or a Worker subclass, not {worker_type!r}"
-    )
+    """The worker class; an unknown name or type raises pydantic's ValidationError (as CompileIQ)."""
+    if isinstance(worker_type, str) and not isinstance(worker_type, WorkerTypes):
+        worker_type = worker_type.strip().lower()
+    chosen = _WorkerChoice(worker_type=worker_type).worker_type
+    return chosen.worker_type() if isinstance(chosen, WorkerTypes) else chosen
 
 
 def _sampler_options(engine: Any, config: SearchConfiguration, seed: int | None) -> dict[str, Any]:
@@ -146,7 +144,9 @@ class Search:
 
     Extra arguments: ``storage`` (an Optuna storage or URL such as ``sqlite:///tune.db``; None:
     in memory), ``study_name`` (reuse it to resume or to share the search between processes),
-    ``seed`` (sampler seed, for reproducible runs).
+    ``seed`` (sampler seed, for reproducible runs), ``callbacks`` (``fn(study, frozen_trial)``
+    after each candidate is told, as in Optuna's ``optimize``; an ``MLflowTrackerConfig`` adds
+    optuna-integration's ``MLflowCallback``).
     """
 
     def __init__(
@@ -166,16 +166,16 @@ class Search:
         storage: str | optuna.storages.BaseStorage | None = None,
         study_name: str | None = None,
         seed: int | None = None,
+        callbacks: Sequence[TrialCallback] | None = None,
     ) -> None:
         if not callable(objective_function):
             raise ValueError("objective_function must be callable")
-        if tracker_config is not None and str(getattr(tracker_config, "type", "disabled")) != "disabled":
-            warnings.warn(
-                "trackers are not supported by ciq-optuna and are ignored; see the Optuna dashboard",
-                stacklevel=2,
-            )
         self.objective_function = objective_function
         self.search_config = _config(search_config)
+        self._callbacks = [
+            *(callbacks or []),
+            *tracker_callbacks(tracker_config, self.search_config.num_objectives),
+        ]
         self._plan = SpacePlan(search_space)
         self.search_space = search_space
         self.search_space_resolution_metadata = self._plan.metadata or None
@@ -241,7 +241,9 @@ class Search:
     def _results_from_study(self) -> SearchResult:
         """Rows of every finished candidate and baseline in the study, in trial order."""
         cfg = self.search_config
-        result = SearchResult(cfg.num_objectives, cfg.problem_type, cfg.normalize)
+        result = SearchResult(
+            num_scores=cfg.num_objectives, problem_type=cfg.problem_type, normalize=cfg.normalize
+        )
         baselines = sorted(
             (v for k, v in self.study.user_attrs.items() if k.startswith(_ATTR + "baseline.")),
             key=lambda b: (b["generation"], b["time"]),
@@ -392,10 +394,12 @@ class Search:
             trial.set_user_attr("flags", flags)
         if score.failed:
             trial.set_user_attr("error", score.error or "the objective returned an invalid score ('*')")
-            self.study.tell(trial, state=TrialState.FAIL)
+            frozen = self.study.tell(trial, state=TrialState.FAIL)
         else:
-            self.study.tell(trial, [float(v) for v in score.values(cfg.normalize)])
+            frozen = self.study.tell(trial, [float(v) for v in score.values(cfg.normalize)])
         self.result.add_result(score, gen, cfg.normalize)
+        for callback in self._callbacks:
+            callback(self.study, frozen)
 
     def _check_first_generation(self, scores: Sequence[Score]) -> None:
         if self.exit_on_failure and scores and all(s.failed for s in scores):

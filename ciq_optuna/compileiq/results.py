@@ -68,31 +68,59 @@ def _number_or_invalid(value: Any) -> Any:
 
 
 class SearchResult:
-    """The rows of a search. ``result[i]`` is row ``i`` (``iloc``)."""
+    """The rows of a search. ``result[i]`` is row ``i`` (``iloc``).
+
+    ``SearchResult(df, problem_type, num_scores)`` wraps a DataFrame as CompileIQ does; without
+    ``df`` it starts empty with the columns of ``num_scores`` objectives (and ``norm_score_*``
+    when ``normalize``). ``df_results=`` is ciq-optuna's older name for ``df``.
+    """
 
     def __init__(
         self,
-        num_scores: int = 1,
+        df: pd.DataFrame | None = None,
         problem_type: ProblemType | str = ProblemType.MIN,
+        num_scores: int | None = None,
         normalize: bool = False,
+        *,
         df_results: pd.DataFrame | None = None,
     ) -> None:
+        if df is not None and df_results is not None:
+            raise TypeError("pass the DataFrame as df or as df_results, not both")
+        df = df if df is not None else df_results
         self._problem_type = ProblemType(problem_type)
         self._rows: list[dict[str, Any]] = []
         self._df: pd.DataFrame | None = None
-        if df_results is None:
-            cols = ["metadata", "generation", *[f"score_{i + 1}" for i in range(num_scores)], "params"]
+        if df is None:
+            n = 1 if num_scores is None else int(num_scores)
+            cols = ["metadata", "generation", *[f"score_{i + 1}" for i in range(n)], "params"]
             if normalize:
-                cols += [f"norm_score_{i + 1}" for i in range(num_scores)]
-            df_results = pd.DataFrame(columns=cols)
-        self._columns = list(df_results.columns)
-        self._df = df_results
+                cols += [f"norm_score_{i + 1}" for i in range(n)]
+            df = pd.DataFrame(columns=cols)
+        elif num_scores is not None:
+            have = sum(1 for c in df.columns if _SCORE.fullmatch(str(c)))
+            if have != int(num_scores):
+                raise ValueError(f"num_scores={num_scores} but the DataFrame has {have} score_<n> column(s)")
+        self._columns = list(df.columns)
+        self._df = df
 
     # -- building ---------------------------------------------------------------------------
-    def add_result(self, score: Score, gen: int, normalize: bool | None = None) -> None:
-        """Append one evaluated candidate (or baseline)."""
+    def add_result(
+        self,
+        score: Score,
+        generation_num: int | None = None,
+        normalize: bool | None = None,
+        *,
+        gen: int | None = None,
+    ) -> None:
+        """Append one evaluated candidate (or baseline) of generation ``generation_num``.
+
+        ``gen=`` is ciq-optuna's older name for ``generation_num``.
+        """
+        if (generation_num is None) == (gen is None):
+            raise TypeError("add_result() needs generation_num (or its older name gen), once")
+        generation_num = gen if generation_num is None else generation_num
         normalize = self.is_normalized if normalize is None else normalize
-        row: dict[str, Any] = {"metadata": score.metadata, "generation": int(gen)}
+        row: dict[str, Any] = {"metadata": score.metadata, "generation": int(generation_num)}
         for i, v in enumerate(score.values(False)):
             row[f"score_{i + 1}"] = v
         row["params"] = score.params
@@ -195,8 +223,16 @@ class SearchResult:
         df, cols = self._ranked()
         if df.empty:
             raise ValueError(_ALL_INVALID)
-        mask = calculate_pareto_front(df[cols].apply(pd.to_numeric).to_numpy(), self._problem_type)
+        mask = self.calculate_pareto_front(df[cols].apply(pd.to_numeric).to_numpy())
         return [row.to_dict() for _, row in df[mask].iterrows()]
+
+    def calculate_pareto_front(self, scores: np.ndarray) -> np.ndarray:
+        """The boolean front mask of ``scores`` (rows x objectives) in this result's direction.
+
+        Same rule as the module function :func:`calculate_pareto_front`; ``pareto_front()``
+        applies it to the valid rows.
+        """
+        return calculate_pareto_front(scores, self._problem_type)
 
     def clear_duplicates(self) -> SearchResult:
         """Drop rows whose params and raw scores repeat; invalid scores become NaN."""
@@ -226,8 +262,14 @@ class SearchResult:
         problem_type: ProblemType | str = ProblemType.MIN,
         clear_duplicates: bool = True,
     ) -> SearchResult:
-        """Load a CSV written by :meth:`save` (or by CompileIQ)."""
-        df = pd.read_csv(path, keep_default_na=False, dtype=str)
+        """Load a CSV written by :meth:`save` (or by CompileIQ).
+
+        Scores and params are read as text (so ``"*"`` and JSON survive); ``metadata`` and
+        ``generation`` get pandas' type inference, as in CompileIQ (an int metadata stays int64).
+        """
+        columns = pd.read_csv(path, nrows=0).columns
+        text = {c: str for c in columns if c not in ("metadata", "generation")}
+        df = pd.read_csv(path, keep_default_na=False, dtype=text)
         return cls.from_dataframe(df, problem_type, clear_duplicates=clear_duplicates)
 
     @classmethod
@@ -249,8 +291,8 @@ class SearchResult:
                     df[c] = pd.to_numeric(df[c])
         if "generation" in df.columns:
             df["generation"] = pd.to_numeric(df["generation"])
-        if "metadata" in df.columns:
-            df["metadata"] = df["metadata"].fillna("").astype(str)
+        if "metadata" in df.columns and df["metadata"].dtype == object:
+            df["metadata"] = df["metadata"].fillna("")
         result = cls(problem_type=problem_type, df_results=df.reset_index(drop=True))
         return result.clear_duplicates() if clear_duplicates else result
 

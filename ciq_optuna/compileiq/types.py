@@ -25,6 +25,15 @@ from ciq_optuna.compileiq._compat.scores import (
     normalize_scores,
     validate_scores,
 )
+from ciq_optuna.compileiq._compat.trackers import (
+    BaseTracker,
+    DefaultTrackerConfig,
+    DisabledTrackerConfig,
+    LoguruTrackerConfig,
+    MLflowTrackerConfig,
+    TrackerConfig,
+    TrackerTypes,
+)
 from ciq_optuna.compileiq._compat.workers import (
     AsyncWorker,
     IsoMultiProcessWorker,
@@ -37,8 +46,13 @@ __all__ = [
     "BASELINE_CONFIG",
     "INVALID_SCORE",
     "AsyncWorker",
+    "BaseTracker",
+    "DefaultTrackerConfig",
+    "DisabledTrackerConfig",
     "EngineConfig",
     "IsoMultiProcessWorker",
+    "LoguruTrackerConfig",
+    "MLflowTrackerConfig",
     "ManualWorker",
     "MultiProcessWorker",
     "MultiScoreComparison",
@@ -46,6 +60,8 @@ __all__ = [
     "ProblemType",
     "Score",
     "SearchConfiguration",
+    "TrackerConfig",
+    "TrackerTypes",
     "Worker",
     "WorkerTypes",
     "invalidate_score",

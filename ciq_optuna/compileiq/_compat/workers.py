@@ -104,6 +104,11 @@ class _EvaluatingWorker(Worker):
     ) -> list[Score]:
         n = num_function_returns
         workers = max(1, num_workers or 1)
+        if len(params_ids) < len(params_pool):
+            raise ValueError(
+                f"params_ids has {len(params_ids)} ids for {len(params_pool)} candidates: one id per candidate"
+            )
+        params_ids = list(params_ids)[: len(params_pool)]  # as CompileIQ: ids past the pool are unused
         scores: list[Score] = []
         if self.normalize and self.baseline_score is None:
             (outcome,) = self._evaluate(function, [BASELINE_CONFIG], workers, task_timeout)

@@ -8,11 +8,19 @@ unrestricted application clocks either way), and ``power_watts`` is not supporte
 from __future__ import annotations
 
 import contextlib
+import shutil
 import warnings
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["ctk_supports_compileiq", "gpu_benchmark_mode"]
+__all__ = ["ctk_supports_compileiq", "gpu_benchmark_mode", "has_nvidia_smi"]
+
+_NOTHING_TO_SET = "At least one of clock_mhz, mem_clock_mhz, or power_watts must be set."
+
+
+def has_nvidia_smi() -> bool:
+    """True when ``nvidia-smi`` is on the PATH (as CompileIQ checks for its clock locking)."""
+    return shutil.which("nvidia-smi") is not None
 
 
 @contextlib.contextmanager
@@ -27,7 +35,19 @@ def gpu_benchmark_mode(
     """Lock GPU ``gpu_id``'s SM (and memory) clock for the block; reset on exit.
 
     With ``raise_on_failure=False`` a failure to lock only warns and the block runs unlocked.
+    Without any of ``clock_mhz``, ``mem_clock_mhz``, ``power_watts``: CompileIQ's ValueError
+    (or, with ``raise_on_failure=False``, a warning and an unlocked block), before NVML is loaded.
     """
+    if clock_mhz is None and mem_clock_mhz is None and power_watts is None:
+        if raise_on_failure:
+            raise ValueError(_NOTHING_TO_SET)
+        warnings.warn(
+            "No GPU parameters specified for benchmark mode. `gpu_benchmark_mode` will have no effect.",
+            UserWarning,
+            stacklevel=3,
+        )
+        yield {}
+        return
     from ciq_optuna.errors import CiqError
     from ciq_optuna.gpu.nvml import locked_clocks
 
@@ -35,6 +55,9 @@ def gpu_benchmark_mode(
         warnings.warn(
             "gpu_benchmark_mode: power_watts is not supported by ciq-optuna and is ignored", stacklevel=3
         )
+        if clock_mhz is None and mem_clock_mhz is None:
+            yield {}
+            return
     try:
         ctx = locked_clocks(gpu_id, sm_mhz=clock_mhz, mem_mhz=mem_clock_mhz)
         clocks = ctx.__enter__()

@@ -1,0 +1,330 @@
+"""CompileIQ scripts that broke on ciq-optuna (issue 16): results, module layout, GPU helpers,
+worker and tracker arguments. Each test follows CompileIQ's documented behaviour
+(docs/compileiq-api.md of the shared notes: sections 1.3-1.5, 3, 4, 5 and 8)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import optuna
+import pandas as pd
+import pytest
+from pydantic import ValidationError
+
+import ciq_optuna.compileiq.search_spaces.base as ss
+from ciq_optuna.compileiq.ciq import Search
+from ciq_optuna.compileiq.results import SearchResult, calculate_pareto_front
+from ciq_optuna.compileiq.types import (
+    BASELINE_CONFIG,
+    INVALID_SCORE,
+    BaseTracker,
+    DefaultTrackerConfig,
+    DisabledTrackerConfig,
+    LoguruTrackerConfig,
+    MLflowTrackerConfig,
+    MultiProcessWorker,
+    ProblemType,
+    SearchConfiguration,
+    TrackerConfig,
+    TrackerTypes,
+    Worker,
+)
+
+SPACE = {"x": ss.range(1.0, 20.0, 0.5), "y": ss.choice([1, 2, 3])}
+
+
+def square(params):
+    return params["x"] ** 2 + params["y"]
+
+
+def search(**kw) -> Search:
+    args = {
+        "objective_function": square,
+        "search_space": SPACE,
+        "search_config": SearchConfiguration(generations=1, pool_size=6),
+        "disable_progress_bar": True,
+        **kw,
+    }
+    return Search(**args)
+
+
+def frame(scores: list, metadata: list | None = None) -> pd.DataFrame:
+    n = len(scores[0]) if isinstance(scores[0], tuple) else 1
+    rows = []
+    for i, s in enumerate(scores):
+        row = {"metadata": "" if metadata is None else metadata[i], "generation": 0}
+        for j, v in enumerate(s if isinstance(s, tuple) else (s,)):
+            row[f"score_{j + 1}"] = v
+        row["params"] = {"i": i}
+        rows.append(row)
+    assert all(f"score_{n}" in r for r in rows)
+    return pd.DataFrame(rows)
+
+
+# -- 1. SearchResult(df, problem_type, num_scores) -------------------------------------------------
+def test_search_result_takes_compileiqs_constructor_order():
+    df = frame([5.0, 2.0, 9.0])
+    for result in (
+        SearchResult(df, ProblemType.MIN, 1),
+        SearchResult(df=df, problem_type="min", num_scores=1),
+    ):
+        assert result.get_results() is df
+        assert (result.num_scores, result.problem_type) == (1, ProblemType.MIN)
+        assert result.get_best_result()["score_1"] == 2.0
+    assert SearchResult(df, "max", 1).get_best_result()["score_1"] == 9.0
+    with pytest.raises(ValueError, match="num_scores=2"):
+        SearchResult(df, "min", 2)
+
+
+def test_search_result_keeps_its_keyword_forms():
+    empty = SearchResult(num_scores=2, problem_type="max", normalize=True)
+    assert list(empty.get_results().columns) == [
+        "metadata",
+        "generation",
+        "score_1",
+        "score_2",
+        "params",
+        "norm_score_1",
+        "norm_score_2",
+    ]
+    df = frame([1.0, 3.0])
+    assert SearchResult(problem_type="max", df_results=df).get_best_result()["score_1"] == 3.0
+    with pytest.raises(TypeError):
+        SearchResult(df, df_results=df)
+
+
+# -- 2. result.calculate_pareto_front(scores) -----------------------------------------------------
+@pytest.mark.parametrize(
+    "problem, points, mask",
+    [
+        ("min", [(1, 1), (5, 5), (1, 5)], [True, False, True]),
+        ("min", [(1, 10), (5, 5), (10, 1)], [True, True, True]),
+        ("min", [(2, 2), (2, 2)], [True, True]),
+        ("max", [(5, 5), (1, 1), (5, 1)], [True, False, True]),
+    ],
+)
+def test_calculate_pareto_front_is_a_method(problem, points, mask):
+    result = SearchResult(frame(points), problem, 2)
+    got = result.calculate_pareto_front(np.array(points))
+    assert got.dtype == bool and got.tolist() == mask
+    assert got.tolist() == calculate_pareto_front(np.array(points), problem).tolist()
+    front = [(r["score_1"], r["score_2"]) for r in result.pareto_front()]
+    assert front == [p for p, keep in zip(points, mask) if keep]
+
+
+# -- 3. metadata keeps its type -------------------------------------------------------------------
+def test_metadata_keeps_its_type_through_dataframe_csv_and_save(tmp_path):
+    df = frame([4.0, 3.0], metadata=[3, 7])
+    loaded = SearchResult.from_dataframe(df, "min")
+    assert loaded.get_results()["metadata"].dtype == np.int64
+    assert loaded.get_best_result()["metadata"] == 7
+
+    path = tmp_path / "r.csv"
+    loaded.save(path)
+    back = SearchResult.from_csv(path, "min")
+    assert back.get_results()["metadata"].dtype == np.int64
+    best = back.get_best_result()
+    assert best["metadata"] == 7 and not isinstance(best["metadata"], str)
+    assert best["params"] == {"i": 1}
+    pd.testing.assert_frame_equal(back.get_results(), loaded.get_results())
+
+    text = frame([1.0, 2.0], metadata=['{"pid": 12}', ""])
+    SearchResult(text, "min", 1).save(path)
+    again = SearchResult.from_csv(path, "min").get_results()
+    assert again["metadata"].tolist() == ['{"pid": 12}', ""]
+
+
+def test_add_result_takes_generation_num_and_gen():
+    from ciq_optuna.compileiq.utils.validation import Score
+
+    result = SearchResult(num_scores=1, problem_type="min")
+    result.add_result(Score(score=2.0, params={"x": 1}, param_id=0, num_objectives=1), generation_num=3)
+    result.add_result(Score(score=1.0, params={"x": 2}, param_id=1, num_objectives=1), gen=4)
+    result.add_result(Score(score=5.0, params={"x": 3}, param_id=2, num_objectives=1), 5)
+    assert result.get_results()["generation"].tolist() == [3, 4, 5]
+    with pytest.raises(TypeError):
+        result.add_result(Score(score=1.0, params={}, param_id=3, num_objectives=1))
+
+
+# -- 4. utils.validation --------------------------------------------------------------------------
+def test_utils_validation_holds_what_compileiq_lists():
+    from ciq_optuna.compileiq.utils import validation
+
+    assert validation.INVALID_SCORE == "*" and validation.BASELINE_DNA == {} == validation.BASELINE_CONFIG
+    assert validation.validate_inf_nan(float("nan")) == "*" and validation.validate_inf_nan(2.5) == 2.5
+    assert validation.validate_scores("*", 3) == ("*", "*", "*")
+    with pytest.raises(ValueError, match="does not match expected types"):
+        validation.validate_scores("not_a_score", 1)
+    s = validation.Score(score=(1.0, "*"), params={}, param_id="a", num_objectives=2)
+    assert s.failed and s.score == (1.0, "*")
+
+
+class SequentialWorker(Worker):
+    """CompileIQ's examples/custom_worker.py worker, with its imports changed only."""
+
+    @classmethod
+    def create(cls, cache_folder, normalize, tracker):
+        return cls(cache_folder=cache_folder, normalize=normalize, tracker=tracker)
+
+    def run(self, *, function, params_pool, params_ids, num_function_returns=1, **kwargs):
+        from ciq_optuna.compileiq.utils.validation import Score
+
+        scores = []
+        if self.normalize and self.baseline_score is None:
+            base = function(BASELINE_CONFIG)
+            self.baseline_score = Score(
+                score=base,
+                param_id="baseline",
+                params=BASELINE_CONFIG,
+                norm_score=self.normalize_scores(base, base),
+                num_objectives=num_function_returns,
+                is_baseline=True,
+            )
+            scores.append(self.baseline_score)
+        for i, param in enumerate(params_pool):
+            s = Score(score=function(param), param_id=params_ids[i], params=param, num_objectives=1)
+            if self.normalize:
+                s.norm_score = self.normalize_scores(s.score, self.baseline_score.score)
+            scores.append(s)
+        return scores
+
+
+def test_compileiqs_custom_worker_example_runs():
+    def objective(params):
+        return 2 if params == {} else params["x"] - params["y"] ** 2
+
+    df = (
+        search(
+            objective_function=objective,
+            search_config=SearchConfiguration(normalize=True, pool_size=12, generations=2),
+            worker_type=SequentialWorker,
+        )
+        .start(dummy_arg="passed through")
+        .get_results()
+    )
+    assert len(df) == 25 and (df["params"] == {}).sum() == 1
+    rows = df[df["params"] != {}]
+    assert (rows["norm_score_1"] == rows["score_1"] / 2).all()
+
+
+# -- 5. utils.gpu ---------------------------------------------------------------------------------
+def test_has_nvidia_smi_follows_the_path(tmp_path, monkeypatch):
+    from ciq_optuna.compileiq.utils.gpu import has_nvidia_smi
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert has_nvidia_smi() is False
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    assert has_nvidia_smi() is True
+
+
+def test_gpu_benchmark_mode_without_settings_raises_before_nvml(monkeypatch):
+    import ciq_optuna.gpu.nvml as nvml
+    from ciq_optuna.compileiq.utils.gpu import gpu_benchmark_mode
+
+    def no_nvml(*a, **k):
+        raise AssertionError("NVML was touched")
+
+    monkeypatch.setattr(nvml, "load_nvml", no_nvml)
+    with pytest.raises(
+        ValueError, match=r"^At least one of clock_mhz, mem_clock_mhz, or power_watts must be set\.$"
+    ):
+        with gpu_benchmark_mode():
+            pass
+    with pytest.warns(UserWarning, match="will have no effect"):
+        with gpu_benchmark_mode(raise_on_failure=False) as clocks:
+            assert clocks == {}
+
+
+# -- 6. worker_type validation --------------------------------------------------------------------
+@pytest.mark.parametrize("bad", ["default", "not_valid", 42, dict])
+def test_invalid_worker_type_is_a_pydantic_validation_error(bad):
+    with pytest.raises(ValidationError):
+        search(worker_type=bad)
+
+
+def test_valid_worker_types_still_map_to_classes():
+    assert search(worker_type="native").worker_type is MultiProcessWorker
+    assert search(worker_type=SequentialWorker).worker_type is SequentialWorker
+
+
+# -- 7. Worker.run with more ids than candidates ---------------------------------------------------
+def test_worker_run_ignores_ids_past_the_pool():
+    worker = MultiProcessWorker.create(None, False, None)
+    scores = worker.run(
+        function=square,
+        params_pool=[{"x": 1.0, "y": 1}, {"x": 2.0, "y": 3}],
+        params_ids=[10, 11, 12, 13],
+    )
+    assert [(s.param_id, s.score) for s in scores] == [(10, 2.0), (11, 7.0)]
+    with pytest.raises(ValueError, match="one id per candidate"):
+        worker.run(function=square, params_pool=[{"x": 1.0, "y": 1}], params_ids=[])
+
+
+# -- 8. trackers ----------------------------------------------------------------------------------
+def test_tracker_names_import_and_match_compileiq():
+    assert [t.value for t in TrackerTypes] == ["loguru", "mlflow", "disabled"]
+    assert TrackerTypes.DEFAULT is TrackerTypes.DISABLED
+    assert DefaultTrackerConfig().type is TrackerTypes.DISABLED
+    assert (
+        LoguruTrackerConfig(sink=["tracker.log"], level="DEBUG", colorize=False).type is TrackerTypes.LOGURU
+    )
+    assert isinstance(MLflowTrackerConfig(run_name="r"), TrackerConfig)
+    assert issubclass(BaseTracker, object) and BaseTracker(DisabledTrackerConfig()).tracker_type == "disabled"
+
+
+def test_disabled_and_loguru_trackers_point_to_the_study():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        search(tracker_config=DisabledTrackerConfig())
+    with pytest.warns(UserWarning, match="Optuna study.*optuna-dashboard"):
+        s = search(tracker_config=LoguruTrackerConfig(sink=["tracker.log"], level="DEBUG"))
+    assert len(s.start().get_results()) == 6 and len(s.study.trials) == 6
+
+
+def test_mlflow_tracker_maps_to_optunas_mlflow_callback():
+    from ciq_optuna.compileiq._compat.trackers import mlflow_callback_kwargs
+
+    one = mlflow_callback_kwargs(MLflowTrackerConfig(tracking_uri="file:/tmp/m", description="d"), 1)
+    assert one == {
+        "tracking_uri": "file:/tmp/m",
+        "metric_name": "score_1",
+        "create_experiment": True,
+        "mlflow_kwargs": {"description": "d"},
+        "tag_trial_user_attrs": True,
+    }
+    two = mlflow_callback_kwargs(MLflowTrackerConfig(score_names=["spills", "regs"], log_config=False), 2)
+    assert two["metric_name"] == ["spills", "regs"] and two["tag_trial_user_attrs"] is False
+    assert mlflow_callback_kwargs(MLflowTrackerConfig(score_names=["a"]), 2)["metric_name"] == [
+        "score_1",
+        "score_2",
+    ]
+    try:
+        import mlflow  # noqa: F401
+        import optuna_integration  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match=r"pip install 'ciq-optuna\[mlflow\]'"):
+            search(tracker_config=MLflowTrackerConfig())
+    else:  # pragma: no cover - only where the optional extra is installed
+        from optuna_integration.mlflow import MLflowCallback
+
+        assert any(
+            isinstance(c, MLflowCallback) for c in search(tracker_config=MLflowTrackerConfig())._callbacks
+        )
+
+
+def test_callbacks_see_every_told_candidate():
+    seen: list[tuple[int, str]] = []
+
+    def callback(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        seen.append((trial.number, trial.state.name))
+
+    def half_fail(params):
+        return INVALID_SCORE if params["y"] == 3 else square(params)
+
+    s = search(objective_function=half_fail, callbacks=[callback], exit_on_failure=False)
+    s.start()
+    assert seen == [(t.number, t.state.name) for t in s.study.trials]
+    assert len(seen) == 6
