@@ -328,3 +328,75 @@ def test_callbacks_see_every_told_candidate():
     s.start()
     assert seen == [(t.number, t.state.name) for t in s.study.trials]
     assert len(seen) == 6
+
+
+# -- 10. legacy .config files ---------------------------------------------------------------------
+DNA = r"""; a legacy DNA search space
+(classes
+  (class-unroll (type . range) (low . 0) (high . 100) (step . 10) (repr . "  \"$key\": {\"value\": \"$value\"},"))
+  (class-ratio (type . range) (low . 0.0) (high . 1.0) (step . 0.25) (repr . "  \"$key\": $value,"))
+  (class-mode (type . enum) (vals . ("fast" "safe")) (repr . "  \"$key\": \"$value\","))
+  (class-flag (type . literal) (value . 1) (repr . "  \"$key\": $value,"))
+  (class-KO50 (type . knockout) (threshold . 0.5))
+)
+(dna
+ "{"
+  (Unroll (class . "class-unroll") (high . 50))
+  (Ratio (class . "class-ratio"))
+  (Mode (class . "class-mode")) (ModeKO (class . "class-KO50") (linked_genes . [Mode]))
+  (Flag (class . "class-flag"))
+ "}"
+)
+"""
+
+
+def test_plain_text_legacy_dna_config_is_a_search_space(tmp_path):
+    path = tmp_path / "dna.config"
+    path.write_text(DNA)
+    seen: list = []
+
+    def objective(params):
+        seen.append(params)
+        return int(params["Unroll"]["value"]) + params["Ratio"]
+
+    s = search(objective_function=objective, search_space=path, seed=3)
+    df = s.start().get_results()
+    assert len(df) == 6 and len(seen) == 6
+    for params in df["params"]:
+        assert set(params) - {"Mode"} == {"Unroll", "Ratio", "Flag"}
+        assert params["Unroll"]["value"] in {str(v) for v in range(0, 60, 10)}  # high overridden to 50
+        assert params["Ratio"] in (0.0, 0.25, 0.5, 0.75, 1.0) and params["Flag"] == 1
+        assert params.get("Mode", "fast") in ("fast", "safe")
+    for t in s.study.trials:  # a knocked-out Mode is absent
+        assert ("Mode" in t.user_attrs["ciq.result"]["params"]) == t.params["ModeKO"]
+    assert s.search_space_resolution_metadata is None
+
+
+def test_legacy_search_configuration_with_comments_and_dna_key(tmp_path):
+    path = tmp_path / "main.config"
+    path.write_text(
+        '(dna_config . "configs/dna.config")\n; baseline (normalisation)\n(qualitative . #t)\n'
+        "(pool_size . 12)\n(cull_size . 6)\n(generations . 3)\n(mutate_rate . 0.3)\n"
+        "; one score (per objective)\n(num_objectives . 1)\n(seek_minimum . #f)\n"
+    )
+    with pytest.warns(UserWarning, match="Configuration dna_config is going to be ignored"):
+        config = SearchConfiguration.from_legacy(path)
+    assert (config.pool_size, config.cull_size, config.generations, config.mutate_rate) == (12, 6, 3, 0.3)
+    assert config.problem_type is ProblemType.MAX and config.normalize is False
+
+
+def test_encrypted_or_broken_dna_config_is_refused_clearly(tmp_path):
+    encrypted = tmp_path / "ptxas.config"
+    encrypted.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(ValueError, match="encrypted or binary.*NVIDIA's engine"):
+        search(search_space=encrypted)
+    undefined = tmp_path / "undefined.config"
+    undefined.write_text('(classes)\n(dna "{" (x (class . "float-int")) "}")\n')
+    with pytest.raises(
+        ValueError, match="class 'float-int', which the \\(classes ...\\) list does not define"
+    ):
+        search(search_space=undefined)
+    unbalanced = tmp_path / "unbalanced.config"
+    unbalanced.write_text(DNA.rstrip()[:-1])
+    with pytest.raises(ValueError, match="not closed"):
+        search(search_space=unbalanced)

@@ -16,6 +16,7 @@ from typing import Any
 
 import optuna
 
+from ciq_optuna.compileiq._compat.legacy_dna import LegacyDna, load_legacy_dna
 from ciq_optuna.compileiq.search_spaces.base import (
     ChoiceParamConfig,
     LiteralParamConfig,
@@ -132,6 +133,32 @@ class CompilerEntry:
         return {}
 
 
+class LegacyDnaEntry:
+    """A legacy DNA ``.config`` space: one gene per parameter; knockout genes are on/off genes
+    (True: their linked genes are present)."""
+
+    def __init__(self, dna: LegacyDna, prefix: str = "") -> None:
+        self.dna = dna
+        self.prefix = prefix
+
+    def suggest(self, trial: optuna.Trial) -> Any:
+        genes = self.dna.genes
+        knocked: set[str] = set()
+        for g in genes:
+            if g.param is None and not trial.suggest_categorical(self.prefix + g.name, [True, False]):
+                knocked.update(g.linked)
+        values = {
+            g.name: _suggest_value(trial, self.prefix + g.name, g.param)
+            for g in genes
+            if g.param is not None and g.name not in knocked
+        }
+        return self.dna.render(values, set(values))
+
+    def initial(self, rng: random.Random, seeded_share: float) -> dict[str, Any]:
+        """Knockout genes start on with their class's ``threshold`` probability."""
+        return {self.prefix + g.name: rng.random() < g.threshold for g in self.dna.genes if g.param is None}
+
+
 def options_text(flags: list[str]) -> str:
     """An options file for ``--options-file``: the flags separated by spaces (no quoting needed)."""
     return " ".join(flags)
@@ -146,7 +173,7 @@ class SpacePlan:
         if self.is_list and not items:
             raise ValueError("search_space is an empty list")
         self.metadata: list[dict[str, Any]] = []
-        self.entries: list[DictEntry | CompilerEntry] = []
+        self.entries: list[DictEntry | CompilerEntry | LegacyDnaEntry] = []
         seen: set[str] = set()
         for i, item in enumerate(items):
             resolved = _resolve(item, self.metadata)
@@ -154,6 +181,8 @@ class SpacePlan:
                 prefix = resolved.name if resolved.name not in seen else f"{i}:{resolved.name}"
                 seen.add(resolved.name)
                 self.entries.append(CompilerEntry(resolved, prefix))
+            elif isinstance(resolved, LegacyDna):
+                self.entries.append(LegacyDnaEntry(resolved, f"{i}:" if self.is_list else ""))
             else:
                 self.entries.append(DictEntry(resolved, f"{i}:" if self.is_list else ""))
 
@@ -184,12 +213,14 @@ class SpacePlan:
         for e in self.entries:
             if isinstance(e, CompilerEntry):
                 out.append({"compiler_space": e.space.name, "cuda": e.space.cuda, "sha256": e.space.sha256})
+            elif isinstance(e, LegacyDnaEntry):
+                out.append({"legacy_dna": str(e.dna.path), "genes": [g.name for g in e.dna.genes]})
             else:
                 out.append({"params": [leaf.name for leaf in e.leaves]})
         return out
 
 
-def _resolve(item: Any, metadata: list[dict[str, Any]]) -> Mapping[Any, Any] | CompilerSpace:
+def _resolve(item: Any, metadata: list[dict[str, Any]]) -> Mapping[Any, Any] | CompilerSpace | LegacyDna:
     """A dict, a CompilerSpace, a provider (``.retrieve()``) or a path, resolved now."""
     if isinstance(item, str):
         item = Path(item)
@@ -204,11 +235,13 @@ def _resolve(item: Any, metadata: list[dict[str, Any]]) -> Mapping[Any, Any] | C
             raise FileNotFoundError(f"search space file not found: {item}")
         if item.suffix == ".toml":
             return CompilerSpace.load(item)
+        if item.suffix == ".config":
+            return load_legacy_dna(item)
         raise ValueError(
             f"{item}: CompileIQ's {item.suffix or 'binary'} search spaces are encrypted for NVIDIA's "
             f"engine; use PtxasSearchSpace()/NvccSearchSpace() or a ciq-optuna spaces/*.toml file"
         )
     raise ValueError(
         f"unsupported search_space of type {type(item).__name__}: expected a dict, a provider "
-        f"such as PtxasSearchSpace(), a .toml path, or a list of those"
+        f"such as PtxasSearchSpace(), a .toml or legacy DNA .config path, or a list of those"
     )
