@@ -101,6 +101,24 @@ def dedup_stats(study: optuna.Study) -> dict[str, int]:
     }
 
 
+def same_binary_warning(study: optuna.Study) -> str | None:
+    """A warning when several flag sets were tried and every one compiled to the same binary.
+
+    The search then changed nothing for this kernel (the controls do not apply to it, or the
+    flags never reach the compiler) and its "best" is the compiler default.
+    """
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    hashes = {t.user_attrs.get("binary_hash") for t in complete} - {None}
+    flag_sets = {tuple(t.user_attrs.get("flags", [])) for t in complete if "binary_hash" in t.user_attrs}
+    if len(hashes) != 1 or len(flag_sets) < 2:
+        return None
+    return (
+        f"all {len(complete)} completed candidates ({len(flag_sets)} different flag sets) compiled to "
+        f"the same binary (code sha256 {next(iter(hashes))[:12]}...): the searched controls do not "
+        "change this kernel's code, so nothing was tuned; check the kernel, --arch and the space"
+    )
+
+
 def acf_for_trial(
     study: optuna.Study,
     trial: optuna.trial.FrozenTrial,

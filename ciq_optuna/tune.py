@@ -48,6 +48,7 @@ from ciq_optuna.summary import (
     baseline_trial,
     best_trials,
     dedup_stats,
+    same_binary_warning,
     summary_table,
 )
 
@@ -412,6 +413,8 @@ def finish(
                 )
             )
     _upload_artifacts(study, best, paths)
+    if warning := same_binary_warning(study):
+        _log.warning("ciq-optuna: warning: %s", warning)
     summary = summary_table(baseline, best[0], meta["metrics"])
     return TuneResult(study, baseline, best, summary, paths, stats)
 

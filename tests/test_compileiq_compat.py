@@ -4,7 +4,12 @@ worker and tracker arguments. Each test follows CompileIQ's documented behaviour
 
 from __future__ import annotations
 
+import functools
+import re
+import subprocess
+import tempfile
 import warnings
+from pathlib import Path
 
 import numpy as np
 import optuna
@@ -15,6 +20,7 @@ from pydantic import ValidationError
 import ciq_optuna.compileiq.search_spaces.base as ss
 from ciq_optuna.compileiq.ciq import Search
 from ciq_optuna.compileiq.results import SearchResult, calculate_pareto_front
+from ciq_optuna.compileiq.search_spaces.compilers import PtxasSearchSpace
 from ciq_optuna.compileiq.types import (
     BASELINE_CONFIG,
     INVALID_SCORE,
@@ -30,6 +36,7 @@ from ciq_optuna.compileiq.types import (
     TrackerTypes,
     Worker,
 )
+from ciq_optuna.compileiq.utils.helpers import save_compiler_config
 
 SPACE = {"x": ss.range(1.0, 20.0, 0.5), "y": ss.choice([1, 2, 3])}
 
@@ -400,3 +407,60 @@ def test_encrypted_or_broken_dna_config_is_refused_clearly(tmp_path):
     unbalanced.write_text(DNA.rstrip()[:-1])
     with pytest.raises(ValueError, match="not closed"):
         search(search_space=unbalanced)
+
+
+# -- 9. the silent no-op: candidates that never reach ptxas 13.0 ----------------------------------
+PTXAS_13_0 = Path("/usr/local/cuda/bin/ptxas")
+ATTENTION = Path(__file__).resolve().parents[1] / "examples" / "attention" / "attention.sm_90a.ptx"
+needs_ptxas_13_0 = pytest.mark.skipif(not PTXAS_13_0.exists(), reason="needs CUDA 13.0's ptxas")
+
+
+def spill_stores(acf_hex: str, flag: str | None) -> float | str:
+    """CompileIQ's ptx_spill.py objective; ``flag`` is how the candidate file reaches ptxas
+    (None: it never does)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        acf = Path(tmp) / "controls.acf"
+        save_compiler_config(acf, acf_hex)
+        apply = [flag, str(acf)] if flag else []
+        cmd = [
+            str(PTXAS_13_0),
+            "-v",
+            "-arch=sm_90a",
+            *apply,
+            str(ATTENTION),
+            "-o",
+            str(Path(tmp) / "k.cubin"),
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            return INVALID_SCORE
+        found = re.findall(r"(\d+) bytes spill stores", proc.stdout + proc.stderr)
+        return float(sum(int(n) for n in found)) if found else INVALID_SCORE
+
+
+def ptxas_search(flag: str | None, **kw) -> Search:
+    return search(
+        objective_function=functools.partial(spill_stores, flag=flag),
+        search_space=PtxasSearchSpace(version="13.0", arch="sm_90a"),
+        seed=0,
+        **kw,
+    )
+
+
+@needs_ptxas_13_0
+def test_apply_controls_on_ptxas_13_0_points_to_options_file():
+    with pytest.raises(RuntimeError, match=r"All objective functions failed.*ptxas --options-file FILE"):
+        ptxas_search("--apply-controls").start()
+    with pytest.warns(RuntimeWarning, match=r"all 6 candidates .* failed \('\*'\).*--options-file"):
+        ptxas_search("--apply-controls", exit_on_failure=False).start()
+
+
+@needs_ptxas_13_0
+def test_candidates_that_never_reach_ptxas_are_reported():
+    with pytest.warns(RuntimeWarning, match=r"scored the same \(348.0\).*never reached the compiler"):
+        df = ptxas_search(None).start().get_results()
+    assert set(df["score_1"]) == {348.0} and df["params"].nunique() > 1
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*never reached the compiler")
+        applied = ptxas_search("--options-file").start().get_results()
+    assert applied["score_1"].nunique() > 1

@@ -40,6 +40,13 @@ __all__ = ["BackendCandidate", "Search"]
 _ATTR = "ciq."  # prefix of the user attributes written here
 _RESULT = "ciq.result"  # trial attribute: generation, params, score, norm_score, metadata
 _FIRST_GEN_FAILED = "All objective functions failed in the first generation"
+_OPTIONS_FILE_HINT = (
+    "a compiler candidate here is an options file, not an NVIDIA ACF: apply the file written by "
+    "save_compiler_config with `ptxas --options-file FILE` (nvcc: `-Xptxas --options-file=FILE`, "
+    "or `--options-file FILE` for an nvcc space) instead of `--apply-controls FILE`, which reads "
+    "only NVIDIA's encrypted ACFs (ptxas 13.0 refuses the file: 'not in expected format'); "
+    "see docs/compileiq.md"
+)
 
 
 @dataclass(frozen=True)
@@ -196,6 +203,7 @@ class Search:
         self._pending: dict[int, tuple[optuna.Trial, ParamArg]] = {}
         self._held: tuple[optuna.Trial, ParamArg] | None = None
         self._started = False
+        self._warned_no_op = False
         self.study = self._open_study(storage, study_name)
         self.result = self._results_from_study()
 
@@ -405,7 +413,30 @@ class Search:
         if self.exit_on_failure and scores and all(s.failed for s in scores):
             first = next((s.error for s in scores if s.error), None)
             why = f" (first error: {first})" if first else ""
-            raise RuntimeError(f"{_FIRST_GEN_FAILED}: every candidate scored '*'{why}")
+            hint = f"; {_OPTIONS_FILE_HINT}" if self._plan.has_compiler else ""
+            raise RuntimeError(f"{_FIRST_GEN_FAILED}: every candidate scored '*'{why}{hint}")
+
+    def _warn_if_nothing_changed(self) -> None:
+        """Warn once when distinct compiler candidates all scored the same (or all failed):
+        the candidates most likely never reached the compiler (the silent no-op)."""
+        if self._warned_no_op or not self._plan.has_compiler:
+            return
+        df = self.result.get_results()
+        rows = df[df["params"].map(lambda p: p != {})]
+        distinct = rows["params"].map(lambda p: json.dumps(p, sort_keys=True, default=str)).nunique()
+        scores = {tuple(str(v) for v in r) for r in rows[self.result.score_columns].itertuples(index=False)}
+        if distinct < 2 or len(scores) != 1:
+            return
+        self._warned_no_op = True
+        (same,) = scores
+        what = "failed ('*')" if "*" in same else f"scored the same ({', '.join(same)})"
+        warnings.warn(
+            f"all {len(rows)} candidates ({distinct} different compiler configurations) {what}: "
+            f"the configurations probably never reached the compiler, so nothing was tuned; "
+            f"{_OPTIONS_FILE_HINT}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
     # -- public API -------------------------------------------------------------------------
     def start(
@@ -450,6 +481,7 @@ class Search:
                     break
         finally:
             bar.close()
+        self._warn_if_nothing_changed()
         return self.result
 
     def _run_batch(

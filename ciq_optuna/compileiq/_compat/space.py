@@ -187,6 +187,11 @@ class SpacePlan:
                 self.entries.append(DictEntry(resolved, f"{i}:" if self.is_list else ""))
 
     @property
+    def has_compiler(self) -> bool:
+        """True when a compiler space is part of the search space."""
+        return any(isinstance(e, CompilerEntry) for e in self.entries)
+
+    @property
     def compiler_only(self) -> bool:
         """True for a single compiler space (the objective receives a hex string)."""
         return not self.is_list and isinstance(self.entries[0], CompilerEntry)
