@@ -135,6 +135,7 @@ def test_metadata_keeps_its_type_through_dataframe_csv_and_save(tmp_path):
     assert best["metadata"] == 7 and not isinstance(best["metadata"], str)
     assert best["params"] == {"i": 1}
     pd.testing.assert_frame_equal(back.get_results(), loaded.get_results())
+    pd.testing.assert_frame_equal(back.get_results(), df)  # save then from_csv: the same DataFrame
 
     text = frame([1.0, 2.0], metadata=['{"pid": 12}', ""])
     SearchResult(text, "min", 1).save(path)
