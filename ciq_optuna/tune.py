@@ -34,6 +34,7 @@ from ciq_optuna.space.compiler_space import CompilerSpace
 from ciq_optuna.space.controls import parse_arch
 from ciq_optuna.space.files import find_space
 from ciq_optuna.space.search import Candidate, SearchSpace
+from ciq_optuna.store import add_to_store, check_store
 from ciq_optuna.study.budget import gated_objective
 from ciq_optuna.study.metadata import (
     create_or_load,
@@ -79,6 +80,8 @@ class TuneConfig:
     progress: bool = True
     simplify: bool = True
     screen: bool = True
+    store: Path | None = None
+    force: bool = False
 
 
 @dataclass
@@ -89,6 +92,7 @@ class TuneResult:
     summary: pd.DataFrame
     acf_paths: list[Path]
     stats: dict[str, int]
+    store_path: Path | None = None
 
 
 def _spaces_for(compiler: Compiler, explicit: Sequence[Path], arch: str) -> list[CompilerSpace]:
@@ -222,6 +226,7 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     meta, objective = prepare(config, measure)
+    store_key = check_store(config, meta)
     check_baseline(objective)
     compiler = objective.compiler
     name = config.study_name or default_study_name(
@@ -258,7 +263,10 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
         raise CiqError(
             "interrupted: the finished trials are saved; run the same command again to continue"
         ) from None
-    return finish(study, meta, objective, config, storage_shown)
+    result = finish(study, meta, objective, config, storage_shown)
+    if store_key is not None:
+        result.store_path = add_to_store(config, result.acf_paths[0])
+    return result
 
 
 def _safe_dirname(name: str) -> str:

@@ -106,6 +106,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="keep the winner as found (default: drop its controls that do not help, one extra "
         "trial per passed control)",
     )
+    p.add_argument(
+        "--store",
+        type=Path,
+        help="also write the winner into this ACF store (keyed by kernel content, arch, compiler "
+        "version and objective); refused if the store already holds that key, unless --force",
+    )
+    p.add_argument("--force", action="store_true", help="replace the store's entry for this key")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -133,6 +140,8 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         simplify=args.simplify,
         screen=args.screen,
+        store=args.store,
+        force=args.force,
     )
     result = tune(config)
     s = result.stats
@@ -154,4 +163,6 @@ def run(args: argparse.Namespace) -> int:
     print("(* = objective)")
     for path in result.acf_paths:
         print(f"wrote {path}")
+    if result.store_path is not None:
+        print(f"stored {result.store_path}")
     return 0
