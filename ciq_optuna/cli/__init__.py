@@ -20,7 +20,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ciq_optuna.cli import acf_cmd, spaces_cmd, store_cmd, tune_cmd
+    from ciq_optuna.cli import acf_cmd, check_cmd, spaces_cmd, store_cmd, tune_cmd
 
     parser = _Parser(
         prog="ciq-optuna",
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     acf_cmd.register(sub)
     spaces_cmd.register(sub)
     store_cmd.register(sub)
+    check_cmd.register(sub)
     _register_optional(sub)
     return parser
 
