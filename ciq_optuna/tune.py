@@ -51,6 +51,7 @@ from ciq_optuna.summary import (
     dedup_stats,
     summary_table,
 )
+from ciq_optuna.warm_start import find_warm_sources, run_warm_start, warm_count
 
 _log = logging.getLogger("ciq_optuna")
 
@@ -82,6 +83,8 @@ class TuneConfig:
     screen: bool = True
     store: Path | None = None
     force: bool = False
+    warm_start: bool = True
+    warm_from: list[Path] = field(default_factory=list)
 
 
 @dataclass
@@ -227,6 +230,7 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     meta, objective = prepare(config, measure)
     store_key = check_store(config, meta)
+    warm = find_warm_sources(config, meta)
     check_baseline(objective)
     compiler = objective.compiler
     name = config.study_name or default_study_name(
@@ -247,6 +251,14 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
     try:
         if remaining > 0 and _run_baseline(study, objective, config.trials, in_flight):
             remaining -= 1
+        if remaining > 0 and warm:
+            tracked = _tracked(gated_objective(study, objective, config.trials), in_flight)
+            ran = run_warm_start(
+                study, objective.space.compilers, warm, tracked, warm_count(config, remaining)
+            )
+            remaining -= ran
+            if ran:
+                _say(config, f"warm start: {ran} trial(s) from {', '.join(str(p) for p, _ in warm)}")
         if remaining > 0 and config.screen:
             remaining -= _run_screening(
                 study, objective, config.trials, in_flight, min(remaining, config.trials // 8)

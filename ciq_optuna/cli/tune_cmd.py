@@ -113,6 +113,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         "version and objective); refused if the store already holds that key, unless --force",
     )
     p.add_argument("--force", action="store_true", help="replace the store's entry for this key")
+    p.add_argument(
+        "--warm-from",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="ACF",
+        help="seed the search with this ACF's winner and its neighbours (repeatable); with --store, "
+        "the store's entries for this kernel under another compiler version, arch or kernel "
+        "version are used too",
+    )
+    p.add_argument(
+        "--no-warm-start",
+        dest="warm_start",
+        action="store_false",
+        help="do not seed the search from the store's other entries for this kernel",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -142,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
         screen=args.screen,
         store=args.store,
         force=args.force,
+        warm_start=args.warm_start,
+        warm_from=args.warm_from,
     )
     result = tune(config)
     s = result.stats
