@@ -20,7 +20,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ciq_optuna.cli import acf_cmd, check_cmd, spaces_cmd, store_cmd, tune_all_cmd, tune_cmd
+    from ciq_optuna.cli import acf_cmd, check_cmd, explain_cmd, spaces_cmd, store_cmd, tune_all_cmd, tune_cmd
 
     parser = _Parser(
         prog="ciq-optuna",
@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     spaces_cmd.register(sub)
     store_cmd.register(sub)
     check_cmd.register(sub)
+    explain_cmd.register(sub)
     _register_optional(sub)
     return parser
 
