@@ -129,6 +129,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_false",
         help="do not seed the search from the store's other entries for this kernel",
     )
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="after the summary, explain the winner (as 'ciq-optuna explain': metrics, SASS mix, "
+        "each control's share)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -183,4 +189,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {path}")
     if result.store_path is not None:
         print(f"stored {result.store_path}")
+    if args.explain and len(result.acf_paths) == 1:
+        _explain(result, args)
     return 0
+
+
+def _explain(result, args: argparse.Namespace) -> None:
+    """The explanation of the winner, with the study's trials at hand."""
+    from ciq_optuna.acf import read_acf
+    from ciq_optuna.compilers.base import compiler_for_source
+    from ciq_optuna.explain import explain, format_explanation
+
+    compiler = compiler_for_source(args.kernel, args.compiler_path)
+    print()
+    print(
+        format_explanation(explain(read_acf(result.acf_paths[0]), args.kernel, compiler, study=result.study))
+    )
