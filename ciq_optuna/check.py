@@ -27,7 +27,7 @@ from typing import Any
 from ciq_optuna.compilers.base import Compiler, get_compiler
 from ciq_optuna.errors import CiqError
 from ciq_optuna.objectives.metrics import COMPILE_METRICS, compile_metrics
-from ciq_optuna.space_files import available_spaces
+from ciq_optuna.space.files import available_spaces
 from ciq_optuna.store import Entry, Store
 
 REPRODUCED = "reproduced"
@@ -58,7 +58,7 @@ class CheckRow:
 
 def known_space_hashes() -> set[str]:
     """sha256 of every space file this ciq-optuna has."""
-    from ciq_optuna.compiler_space import CompilerSpace
+    from ciq_optuna.space.compiler_space import CompilerSpace
 
     out = set()
     for sf in available_spaces():

@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from ciq_optuna.acf import Acf
-from ciq_optuna.compiler_space import CompilerSpace
 from ciq_optuna.compilers.base import Compiler
 from ciq_optuna.compilers.locate import DEFAULT_CUDA_BIN, wheel_bin_dirs
 from ciq_optuna.compilers.process import run_command
 from ciq_optuna.errors import CiqError
 from ciq_optuna.objectives.metrics import COMPILE_METRICS, compile_metrics
 from ciq_optuna.simplify import without
-from ciq_optuna.space_files import available_spaces
+from ciq_optuna.space.compiler_space import CompilerSpace
+from ciq_optuna.space.files import available_spaces
 
 #: Opcode classes of the SASS mix, in display order: class -> opcodes (the part before the first dot).
 OPCODE_CLASSES: dict[str, tuple[str, ...]] = {
@@ -266,7 +266,7 @@ def load_study_of(acf: Acf, storage: str | None) -> tuple[Any, str]:
     """The study an ACF came from (``storage`` or the one it records), or (None, why not)."""
     import optuna
 
-    from ciq_optuna.storage import sqlite_path
+    from ciq_optuna.study.storage import sqlite_path
 
     prov = acf.provenance
     name, url = prov.get("study"), storage or prov.get("storage")

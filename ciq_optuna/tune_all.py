@@ -29,7 +29,7 @@ from ciq_optuna.compilers.base import compiler_for_source
 from ciq_optuna.errors import CiqError, read_text
 from ciq_optuna.objectives.metrics import check_metric_names
 from ciq_optuna.store import Store, StoreKey, objective_names
-from ciq_optuna.study import file_sha256
+from ciq_optuna.study.metadata import file_sha256
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -19,13 +19,13 @@ from typing import Any
 import optuna
 
 from ciq_optuna.acf import Acf, read_acf
-from ciq_optuna.compiler_space import CompilerSpace
-from ciq_optuna.controls import IntControl
 from ciq_optuna.errors import CiqError
 from ciq_optuna.objectives.compile import TrialFailed
 from ciq_optuna.simplify import without
+from ciq_optuna.space.compiler_space import CompilerSpace
+from ciq_optuna.space.controls import IntControl
 from ciq_optuna.store import Store, StoreKey, kernel_stem
-from ciq_optuna.study import run_queued
+from ciq_optuna.study.metadata import run_queued
 
 WARM_ATTR = "warm_start"
 

@@ -10,14 +10,14 @@ import pytest
 
 from ciq_optuna.acf import Acf, write_acf
 from ciq_optuna.cli import main
-from ciq_optuna.compiler_space import CompilerSpace
 from ciq_optuna.compilers.base import get_compiler
 from ciq_optuna.errors import CiqError
 from ciq_optuna.explain import OPCODE_CLASSES, binary_tool, explain, sass_mix
 from ciq_optuna.objectives.metrics import compile_metrics
-from ciq_optuna.space_files import find_space
+from ciq_optuna.space.compiler_space import CompilerSpace
+from ciq_optuna.space.files import find_space
 from ciq_optuna.store import Store
-from ciq_optuna.study import file_sha256
+from ciq_optuna.study.metadata import file_sha256
 from ciq_optuna.tune import TuneConfig, tune
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ciq_optuna.compiler_space import CompilerSpace
 from ciq_optuna.compilers.locate import find_compiler
 from ciq_optuna.errors import CiqError
-from ciq_optuna.space_files import find_space
+from ciq_optuna.space.compiler_space import CompilerSpace
+from ciq_optuna.space.files import find_space
 from ciq_optuna.store import Store
 from ciq_optuna.tune import TuneConfig, tune
 from ciq_optuna.warm_start import WARM_ATTR, neighbours, translate, warm_configs

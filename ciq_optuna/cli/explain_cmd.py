@@ -9,7 +9,7 @@ from ciq_optuna.acf import read_acf
 from ciq_optuna.compilers.base import get_compiler
 from ciq_optuna.errors import CiqError
 from ciq_optuna.explain import explain, find_kernel, format_explanation, load_study_of
-from ciq_optuna.study import file_sha256
+from ciq_optuna.study.metadata import file_sha256
 
 
 def register(sub: argparse._SubParsersAction) -> None:
