@@ -57,17 +57,16 @@ _CLASS_OF = {op: cls for cls, ops in OPCODE_CLASSES.items() for op in ops}
 
 @dataclass
 class Attribution:
-    """One control's share of the change."""
+    """One control's share of the change: the objectives' change when it is added alone to the
+    baseline (with its ``prerequisites``, the controls its conditions need, at the winner's values)
+    and when it is removed from the winner."""
 
     control: str
     value: Any
-    alone: dict[str, float | None] = field(
-        default_factory=dict
-    )  # objective change, baseline -> baseline+control
-    removed: dict[str, float | None] = field(
-        default_factory=dict
-    )  # objective change, winner -> winner-control
+    alone: dict[str, float | None] = field(default_factory=dict)
+    removed: dict[str, float | None] = field(default_factory=dict)
     source: str = ""
+    prerequisites: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -209,12 +208,9 @@ def _attribute(
     objectives = [o["name"] for o in acf.objectives]
     out = []
     for name, value in space.passed(winner).items():
-        try:
-            alone_cfg = space.satisfying_config(name, value)
-        except CiqError:
-            alone_cfg = None
+        alone_cfg, prerequisites = _alone(space, winner, name, value)
         removed_cfg = without(space, winner, name)
-        a = Attribution(name, value)
+        a = Attribution(name, value, prerequisites=prerequisites)
         sources = set()
         for cfg, ref, target in (
             (alone_cfg, base, a.alone),
@@ -230,6 +226,25 @@ def _attribute(
         a.source = " + ".join(sorted(sources))
         out.append(a)
     return out
+
+
+def _alone(
+    space: CompilerSpace, winner: Mapping[str, Any], name: str, value: Any
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The baseline plus ``name=value``; when its conditions need other controls (``--override-
+    directive-values`` needs ``--maxrregcount``...), those are taken at the winner's values and
+    returned as the prerequisites."""
+    try:
+        return space.complete({name: value}), {}
+    except CiqError:
+        pass
+    control = space.control(name)
+    parents = set(control.when) | {k for cond in control.when_any for k in cond}
+    extra = {p: winner[p] for p in parents if p in winner}
+    try:
+        return space.complete({**extra, name: value}), space.passed(extra)
+    except CiqError:
+        return None, {}
 
 
 def _study_values(study: Any) -> dict[tuple[str, ...], tuple[dict[str, float], int]]:
@@ -320,7 +335,8 @@ def format_explanation(ex: Explanation) -> str:
             headers += [f"{o} alone", f"{o} removed"]
         rows = []
         for a in ex.attributions:
-            row = [a.control, str(a.value)]
+            needs = ", ".join(f"{k}={v}" for k, v in a.prerequisites.items())
+            row = [a.control, str(a.value) + (f" (with {needs})" if needs else "")]
             for o in objectives:
                 row += [_delta(a.alone.get(o)), _delta(a.removed.get(o))]
             rows.append([*row, a.source])
