@@ -92,3 +92,21 @@ def test_bad_manifest_gives_one_line_and_tunes_nothing(
     assert len(err) == 1 and err[0].startswith("ciq-optuna: error: ") and message in err[0], err
     assert "tuning" not in captured.out
     assert not (repo / "acf-store").exists() and not (repo / "ciq-optuna.db").exists()
+
+
+def test_an_interrupted_job_resumes_its_study(repo: Path, capsys: pytest.CaptureFixture) -> None:
+    (repo / "one.toml").write_text(
+        'store = "acf-store"\ntrials = 5\n[[kernel]]\npath = "stencil/stencil.{arch}.ptx"\n'
+        'archs = ["sm_80"]\nminimize = ["registers"]\n'
+    )
+    kernel = "stencil/stencil.sm_80.ptx"
+    common = ["--compiler-path", str(PTXAS.path), "--quiet", "--no-simplify"]
+    assert main(["tune", kernel, "--arch", "sm_80", "--minimize", "registers", "--trials", "2", *common]) == 0
+    (summary,) = optuna.get_all_study_summaries("sqlite:///ciq-optuna.db")
+    assert summary.n_trials == 2
+    assert main(["tune-all", "one.toml", "--quiet", "--compiler-path", str(PTXAS.path)]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "1 tuned, 0 in store, 0 failed"
+    (summary,) = optuna.get_all_study_summaries("sqlite:///ciq-optuna.db")
+    study = optuna.load_study(study_name=summary.study_name, storage="sqlite:///ciq-optuna.db")
+    assert sum(bool(t.user_attrs.get("baseline")) for t in study.trials) == 1
+    assert len([t for t in study.trials if "simplified_from" not in t.user_attrs]) == 5
