@@ -80,7 +80,10 @@ def check_store(
     """One :class:`CheckRow` per file of the store (see the module docstring)."""
     scan = store.scan()
     rows: list[CheckRow] = []
-    rel = lambda p: str(Path(p).relative_to(store.root))  # noqa: E731
+
+    def rel(path: Path) -> str:
+        return str(Path(path).relative_to(store.root))
+
     dup_paths = {e.path: es for es in scan.duplicates.values() for e in es}
     spaces = known_space_hashes()
     compilers: dict[str, Compiler] = {}

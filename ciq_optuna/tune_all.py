@@ -142,9 +142,9 @@ def _positive(value: Any, where: str) -> int:
     return value
 
 
-def check_jobs(jobs: list[Job], compiler_path: str | None) -> dict[Path, StoreKey]:
-    """Check every job before any work; returns the store key of each (by kernel path and arch)."""
-    keys: dict[Any, StoreKey] = {}
+def check_jobs(jobs: list[Job], compiler_path: str | None) -> dict[tuple[Path, str, str], StoreKey]:
+    """Check every job before any work; the store key of each, by (kernel, arch, objective)."""
+    keys: dict[tuple[Path, str, str], StoreKey] = {}
     for job in jobs:
         where = f"{job.kernel.name} {job.arch}"
         check_metric_names(job.minimize + job.maximize)
