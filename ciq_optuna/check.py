@@ -164,6 +164,9 @@ def _check_entry(
             )
             continue
         t, b = tuned_m[name], base_m[name]
+        if t is None or b is None:
+            row.objectives.append({"name": name, "checked": False, "note": "not in the compiler's report"})
+            continue
         slack = NOISY_METRICS.get(name, 0.0) * abs(b)
         is_worse = t < b - slack if maximize else t > b + slack
         row.objectives.append({"name": name, "checked": True, "tuned": t, "default": b, "worse": is_worse})

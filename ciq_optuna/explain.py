@@ -73,7 +73,7 @@ class Attribution:
 class Explanation:
     acf: Acf
     compiler: str
-    metrics: dict[str, tuple[float, float]]  # name -> (baseline, tuned)
+    metrics: dict[str, tuple[float | None, float | None]]  # name -> (baseline, tuned); None: not reported
     sass: dict[str, tuple[int, int]] | None  # class -> (baseline, tuned); None without cuobjdump
     sass_tool: str
     attributions: list[Attribution]
@@ -222,7 +222,7 @@ def _attribute(
             sources.add(src)
             for o in objectives:
                 v = values.get(o) if values else None
-                target[o] = None if v is None or o not in ref else v - ref[o]
+                target[o] = None if v is None or ref.get(o) is None else v - ref[o]
         a.source = " + ".join(sorted(sources))
         out.append(a)
     return out
@@ -311,7 +311,12 @@ def format_explanation(ex: Explanation) -> str:
         _table(
             ["metric", "baseline", "tuned", "change"],
             [
-                [n + (" *" if n in {o["name"] for o in acf.objectives} else ""), _g(b), _g(t), _delta(t - b)]
+                [
+                    n + (" *" if n in {o["name"] for o in acf.objectives} else ""),
+                    _g(b),
+                    _g(t),
+                    _delta(None if b is None or t is None else t - b),
+                ]
                 for n, (b, t) in ex.metrics.items()
             ],
         ),
@@ -344,8 +349,8 @@ def format_explanation(ex: Explanation) -> str:
     return "\n".join(lines)
 
 
-def _g(v: float) -> str:
-    return f"{v:g}"
+def _g(v: float | None) -> str:
+    return "-" if v is None else f"{v:g}"
 
 
 def _delta(v: float | None) -> str:
