@@ -34,6 +34,7 @@ from ciq_optuna.space.compiler_space import CompilerSpace
 from ciq_optuna.space.controls import parse_arch
 from ciq_optuna.space.files import find_space
 from ciq_optuna.space.search import Candidate, SearchSpace
+from ciq_optuna.store import add_to_store, check_store
 from ciq_optuna.study.budget import gated_objective
 from ciq_optuna.study.metadata import (
     create_or_load,
@@ -51,6 +52,7 @@ from ciq_optuna.summary import (
     same_binary_warning,
     summary_table,
 )
+from ciq_optuna.warm_start import find_warm_sources, run_warm_start, warm_count
 
 _log = logging.getLogger("ciq_optuna")
 
@@ -80,6 +82,10 @@ class TuneConfig:
     progress: bool = True
     simplify: bool = True
     screen: bool = True
+    store: Path | None = None
+    force: bool = False
+    warm_start: bool = True
+    warm_from: list[Path] = field(default_factory=list)
 
 
 @dataclass
@@ -90,6 +96,7 @@ class TuneResult:
     summary: pd.DataFrame
     acf_paths: list[Path]
     stats: dict[str, int]
+    store_path: Path | None = None
 
 
 def _spaces_for(compiler: Compiler, explicit: Sequence[Path], arch: str) -> list[CompilerSpace]:
@@ -223,6 +230,8 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     meta, objective = prepare(config, measure)
+    store_key = check_store(config, meta)
+    warm = find_warm_sources(config, meta)
     check_baseline(objective)
     compiler = objective.compiler
     name = config.study_name or default_study_name(
@@ -243,6 +252,14 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
     try:
         if remaining > 0 and _run_baseline(study, objective, config.trials, in_flight):
             remaining -= 1
+        if remaining > 0 and warm:
+            tracked = _tracked(gated_objective(study, objective, config.trials), in_flight)
+            ran = run_warm_start(
+                study, objective.space.compilers, warm, tracked, warm_count(config, remaining)
+            )
+            remaining -= ran
+            if ran:
+                _say(config, f"warm start: {ran} trial(s) from {', '.join(str(p) for p, _ in warm)}")
         if remaining > 0 and config.screen:
             remaining -= _run_screening(
                 study, objective, config.trials, in_flight, min(remaining, config.trials // 8)
@@ -259,7 +276,10 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
         raise CiqError(
             "interrupted: the finished trials are saved; run the same command again to continue"
         ) from None
-    return finish(study, meta, objective, config, storage_shown)
+    result = finish(study, meta, objective, config, storage_shown)
+    if store_key is not None:
+        result.store_path = add_to_store(config, result.acf_paths[0])
+    return result
 
 
 def _safe_dirname(name: str) -> str:

@@ -20,7 +20,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ciq_optuna.cli import acf_cmd, spaces_cmd, tune_cmd
+    from ciq_optuna.cli import acf_cmd, check_cmd, explain_cmd, spaces_cmd, store_cmd, tune_all_cmd, tune_cmd
 
     parser = _Parser(
         prog="ciq-optuna",
@@ -29,8 +29,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ciq-optuna {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     tune_cmd.register(sub)
+    tune_all_cmd.register(sub)
     acf_cmd.register(sub)
     spaces_cmd.register(sub)
+    store_cmd.register(sub)
+    check_cmd.register(sub)
+    explain_cmd.register(sub)
     _register_optional(sub)
     return parser
 

@@ -106,6 +106,35 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="keep the winner as found (default: drop its controls that do not help, one extra "
         "trial per passed control)",
     )
+    p.add_argument(
+        "--store",
+        type=Path,
+        help="also write the winner into this ACF store (keyed by kernel content, arch, compiler "
+        "version and objective); refused if the store already holds that key, unless --force",
+    )
+    p.add_argument("--force", action="store_true", help="replace the store's entry for this key")
+    p.add_argument(
+        "--warm-from",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="ACF",
+        help="seed the search with this ACF's winner and its neighbours (repeatable); with --store, "
+        "the store's entries for this kernel under another compiler version, arch or kernel "
+        "version are used too",
+    )
+    p.add_argument(
+        "--no-warm-start",
+        dest="warm_start",
+        action="store_false",
+        help="do not seed the search from the store's other entries for this kernel",
+    )
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="after the summary, explain the winner (as 'ciq-optuna explain': metrics, SASS mix, "
+        "each control's share)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -133,6 +162,10 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         simplify=args.simplify,
         screen=args.screen,
+        store=args.store,
+        force=args.force,
+        warm_start=args.warm_start,
+        warm_from=args.warm_from,
     )
     result = tune(config)
     s = result.stats
@@ -154,4 +187,21 @@ def run(args: argparse.Namespace) -> int:
     print("(* = objective)")
     for path in result.acf_paths:
         print(f"wrote {path}")
+    if result.store_path is not None:
+        print(f"stored {result.store_path}")
+    if args.explain and len(result.acf_paths) == 1:
+        _explain(result, args)
     return 0
+
+
+def _explain(result, args: argparse.Namespace) -> None:
+    """The explanation of the winner, with the study's trials at hand."""
+    from ciq_optuna.acf import read_acf
+    from ciq_optuna.compilers.base import compiler_for_source
+    from ciq_optuna.explain import explain, format_explanation
+
+    compiler = compiler_for_source(args.kernel, args.compiler_path)
+    print()
+    print(
+        format_explanation(explain(read_acf(result.acf_paths[0]), args.kernel, compiler, study=result.study))
+    )

@@ -1,0 +1,209 @@
+"""``ciq-optuna check``: is every tuning of an ACF store still good with the installed compiler?
+
+For each entry, with the compiler found now (``--compiler-path``, else the usual search):
+
+1. it applies: its kernel is where the entry says and unchanged, its space file is one this
+   ciq-optuna knows (by sha256), the architecture is supported and the compiler accepts the flags;
+2. it reproduces the recorded binary (code hash, the command line ptxas records ignored);
+3. it is no worse than the compiler defaults on its objectives (compile metrics, compiled now;
+   measured objectives need the GPU and are reported as not checked).
+
+Statuses: ``reproduced`` (all three hold), ``changed binary`` (applies and no worse, but the code
+differs: a compiler upgrade), ``worse than default``, ``rejected`` (flags refused), ``kernel
+changed`` / ``kernel missing``, ``space unknown``, ``unsupported arch``, ``damaged`` and
+``duplicate`` (store problems). Everything but ``reproduced`` is stale (``changed binary`` is
+not with ``allow_changed_binary``). Nothing is deleted or rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ciq_optuna.compilers.base import Compiler, get_compiler
+from ciq_optuna.errors import CiqError
+from ciq_optuna.objectives.metrics import COMPILE_METRICS, compile_metrics
+from ciq_optuna.space.files import available_spaces
+from ciq_optuna.store import Entry, Store
+
+REPRODUCED = "reproduced"
+CHANGED = "changed binary"
+WORSE = "worse than default"
+
+#: Relative slack for noisy objectives before a tuning counts as worse than the defaults.
+NOISY_METRICS = {"compile-time": 0.10}
+
+
+@dataclass
+class CheckRow:
+    """The verdict on one store file."""
+
+    entry: str
+    kernel: str = ""
+    arch: str = ""
+    tuned_with: str = ""
+    installed: str = ""
+    status: str = ""
+    stale: bool = True
+    reason: str = ""
+    objectives: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def known_space_hashes() -> set[str]:
+    """sha256 of every space file this ciq-optuna has."""
+    from ciq_optuna.space.compiler_space import CompilerSpace
+
+    out = set()
+    for sf in available_spaces():
+        try:
+            out.add(CompilerSpace.load(sf.path).sha256)
+        except CiqError:
+            continue
+    return out
+
+
+def check_store(
+    store: Store,
+    *,
+    compiler_path: str | None = None,
+    allow_changed_binary: bool = False,
+    timeout: float = 120.0,
+    progress: Callable[[str], None] | None = None,
+) -> list[CheckRow]:
+    """One :class:`CheckRow` per file of the store (see the module docstring)."""
+    scan = store.scan()
+    rows: list[CheckRow] = []
+
+    def rel(path: Path) -> str:
+        return str(Path(path).relative_to(store.root))
+
+    dup_paths = {e.path: es for es in scan.duplicates.values() for e in es}
+    spaces = known_space_hashes()
+    compilers: dict[str, Compiler] = {}
+    total = len(scan.entries) + len(scan.problems)
+    for i, entry in enumerate(scan.entries, 1):
+        if progress:
+            progress(f"[{i}/{total}] {rel(entry.path)}")
+        row = _base_row(rel(entry.path), entry)
+        if entry.path in dup_paths:
+            others = ", ".join(rel(e.path) for e in dup_paths[entry.path] if e.path != entry.path)
+            row.status, row.reason = "duplicate", f"two entries for one key (also {others})"
+        else:
+            try:
+                compiler = compilers.get(entry.acf.compiler)
+                if compiler is None:
+                    compiler = compilers[entry.acf.compiler] = get_compiler(entry.acf.compiler, compiler_path)
+                _check_entry(store, entry, compiler, spaces, row, timeout)
+            except CiqError as exc:
+                row.status, row.reason = "error", str(exc)
+        row.stale = not (row.status == REPRODUCED or (allow_changed_binary and row.status == CHANGED))
+        rows.append(row)
+    for p in scan.problems:
+        rows.append(CheckRow(entry=rel(p.path), status="damaged", reason=p.message))
+    return rows
+
+
+def _base_row(name: str, entry: Entry) -> CheckRow:
+    acf = entry.acf
+    return CheckRow(
+        entry=name,
+        kernel=str(acf.kernel.get("name", "")),
+        arch=acf.arch,
+        tuned_with=f"{acf.compiler} {acf.compiler_version}",
+    )
+
+
+def _check_entry(
+    store: Store, entry: Entry, compiler: Compiler, spaces: set[str], row: CheckRow, timeout: float
+) -> None:
+    acf = entry.acf
+    row.installed = f"{compiler.name} {compiler.info.version}"
+    kernel = store.kernel_path(entry)
+    if kernel is None or not kernel.is_file():
+        row.status = "kernel missing"
+        row.reason = "the entry records no kernel path" if kernel is None else f"{kernel} not found"
+        return
+    if hashlib.sha256(kernel.read_bytes()).hexdigest() != entry.key.kernel_sha256:
+        row.status, row.reason = "kernel changed", f"{kernel} differs from the tuned kernel: re-tune it"
+        return
+    unknown = [s for s in acf.space.get("spaces", []) if s.get("sha256") not in spaces]
+    if unknown:
+        names = ", ".join(f"{s.get('name')} {s.get('cuda')} v{s.get('version')}" for s in unknown)
+        row.status, row.reason = "space unknown", f"space file {names} is not one this ciq-optuna has"
+        return
+    if acf.arch not in compiler.supported_archs():
+        row.status, row.reason = "unsupported arch", f"{compiler.info} does not support {acf.arch}"
+        return
+    with tempfile.TemporaryDirectory(prefix="ciq-check-") as tmp:
+        opts = Path(tmp) / "acf.opts"
+        opts.write_text(acf.options_file_text(), encoding="utf-8")
+        tuned = compiler.compile(
+            kernel, acf.arch, [], output=Path(tmp) / "tuned.cubin", options_file=opts, timeout=timeout
+        )
+        if not tuned.ok:
+            row.status, row.reason = "rejected", f"the compiler refuses the flags: {tuned.error}"
+            return
+        base = compiler.compile(kernel, acf.arch, [], output=Path(tmp) / "base.cubin", timeout=timeout)
+        if not base.ok:
+            row.status, row.reason = "error", f"the kernel does not compile with the defaults: {base.error}"
+            return
+        tuned_m, base_m = compile_metrics(tuned), compile_metrics(base)
+    worse = []
+    for o in acf.objectives:
+        name, maximize = o["name"], str(o.get("direction", "minimize")).startswith("max")
+        if name not in COMPILE_METRICS:
+            row.objectives.append(
+                {"name": name, "checked": False, "note": "measured objective: needs the GPU"}
+            )
+            continue
+        t, b = tuned_m[name], base_m[name]
+        if t is None or b is None:
+            row.objectives.append({"name": name, "checked": False, "note": "not in the compiler's report"})
+            continue
+        slack = NOISY_METRICS.get(name, 0.0) * abs(b)
+        is_worse = t < b - slack if maximize else t > b + slack
+        row.objectives.append({"name": name, "checked": True, "tuned": t, "default": b, "worse": is_worse})
+        if is_worse:
+            worse.append(f"{name} {t:g} vs default {b:g}")
+    same = tuned.code_hash == acf.binary.get("code_sha256")
+    if worse:
+        row.status, row.reason = WORSE, "; ".join(worse) + (" (binary also changed)" if not same else "")
+    elif same:
+        row.status = REPRODUCED
+        row.reason = "same code as recorded; " + _objective_text(row)
+    else:
+        row.status = CHANGED
+        row.reason = "the compiler now makes other code; still no worse: " + _objective_text(row)
+
+
+def _objective_text(row: CheckRow) -> str:
+    parts = [
+        f"{o['name']} {o['tuned']:g} vs default {o['default']:g}"
+        if o["checked"]
+        else f"{o['name']} not checked"
+        for o in row.objectives
+    ]
+    return ", ".join(parts)
+
+
+def format_table(rows: list[CheckRow]) -> str:
+    """A plain fixed-width table for CI logs (no colours, one row per entry)."""
+    headers = ["entry", "arch", "tuned with", "installed", "status", "reason"]
+    data = [
+        [r.entry, r.arch, r.tuned_with, r.installed, ("STALE " if r.stale else "ok    ") + r.status, r.reason]
+        for r in rows
+    ]
+    widths = [max(len(h), *(len(d[i]) for d in data)) if data else len(h) for i, h in enumerate(headers)]
+    widths[-1] = len(headers[-1])
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    for d in data:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(d, widths)).rstrip())
+    return "\n".join(lines)

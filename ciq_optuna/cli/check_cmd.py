@@ -1,0 +1,66 @@
+"""``ciq-optuna check [STORE]``: for CI, is every tuning in the store still good with the installed compiler?"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from ciq_optuna.check import check_store, format_table
+from ciq_optuna.errors import CiqError
+from ciq_optuna.store import STORE_ENV, Store
+
+EXIT_STALE = 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "check",
+        help="check every ACF of a store with the installed compiler (exit 1 if any is stale)",
+        description=(
+            "For every ACF of STORE, with the installed compiler: does it still apply (kernel unchanged, "
+            "space known, flags accepted), does it still produce the recorded binary, is it still no "
+            "worse than the compiler defaults on its compile-metric objectives? Prints a table (or "
+            "JSON) and exits 1 if any entry is stale, 0 otherwise. Nothing is deleted."
+        ),
+    )
+    p.add_argument("store", type=Path, nargs="?", help=f"the store directory (default ${STORE_ENV})")
+    p.add_argument("--compiler-path", help="the compiler to check with (a ptxas/nvcc, or a bin directory)")
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    p.add_argument(
+        "--allow-changed-binary",
+        action="store_true",
+        help="an entry whose code changed but is still no worse than the defaults is not stale",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    root = args.store or os.environ.get(STORE_ENV)
+    if not root:
+        raise CiqError(f"no store given: pass STORE or set ${STORE_ENV}")
+    store = Store(root)
+    store.check_exists()
+    say = None if args.json else (lambda text: print(text, file=sys.stderr, flush=True))
+    rows = check_store(
+        store, compiler_path=args.compiler_path, allow_changed_binary=args.allow_changed_binary, progress=say
+    )
+    stale = sum(r.stale for r in rows)
+    if args.json:
+        json.dump(
+            {
+                "store": str(store.root),
+                "entries": len(rows),
+                "stale": stale,
+                "results": [r.to_dict() for r in rows],
+            },
+            sys.stdout,
+            indent=2,
+        )
+        print()
+    else:
+        print(format_table(rows))
+        print(f"{len(rows)} entr{'y' if len(rows) == 1 else 'ies'}, {stale} stale")
+    return EXIT_STALE if stale else 0

@@ -1,0 +1,51 @@
+"""``ciq-optuna explain ACF``: the winner's metrics and SASS diff against the defaults, and each control's share."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ciq_optuna.acf import read_acf
+from ciq_optuna.compilers.base import get_compiler
+from ciq_optuna.errors import CiqError
+from ciq_optuna.explain import explain, find_kernel, format_explanation, load_study_of
+from ciq_optuna.study.metadata import file_sha256
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "explain",
+        help="what an ACF's winner changed against the compiler defaults, and which control did it",
+        description=(
+            "Compile the kernel with the compiler defaults and with the ACF's flags; print the ptxas -v "
+            "metrics diff, the SASS instruction mix by opcode class (cuobjdump/nvdisasm), and each "
+            "control's effect on the objectives alone and when removed from the winner (from the "
+            "study's screening and simplification trials when the study is reachable, else compiled)."
+        ),
+    )
+    p.add_argument("acf", type=Path)
+    p.add_argument("--kernel", type=Path, help="the kernel (default: the path a store entry records)")
+    p.add_argument("--compiler-path", help="the ptxas/nvcc to compile with (default: located)")
+    p.add_argument("--storage", help="where the ACF's study is (default: the storage the ACF records)")
+    p.add_argument(
+        "--no-study", action="store_true", help="compile every attribution instead of reading the study"
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    acf = read_acf(args.acf)
+    kernel = args.kernel or find_kernel(args.acf, acf)
+    if kernel is None:
+        raise CiqError(f"where is the kernel {acf.kernel.get('name', '')}? pass --kernel PATH")
+    if not Path(kernel).is_file():
+        raise CiqError(f"kernel not found: {kernel}")
+    if acf.kernel.get("sha256") and file_sha256(Path(kernel)) != acf.kernel["sha256"]:
+        raise CiqError(f"{kernel} is not the kernel this ACF was tuned for (sha256 differs)")
+    compiler = get_compiler(acf.compiler, args.compiler_path)
+    study, why = (None, "--no-study") if args.no_study else load_study_of(acf, args.storage)
+    ex = explain(acf, Path(kernel), compiler, study=study)
+    if study is None:
+        ex.notes.append(f"study not used ({why}): attributions compiled now")
+    print(format_explanation(ex))
+    return 0
