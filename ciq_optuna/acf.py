@@ -59,6 +59,8 @@ class Acf:
     binary: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
     application: dict[str, Any] = field(default_factory=dict)
+    #: Triton kernels: version, kernel, constexprs, compile options and ``ptx_options``.
+    triton: dict[str, Any] = field(default_factory=dict)
 
     def to_document(self) -> dict[str, Any]:
         """The TOML document, checksum included."""
@@ -72,7 +74,7 @@ class Acf:
         doc["space"] = dict(self.space)
         doc["controls"] = _clean(self.controls)
         doc["objectives"] = [_clean(o) for o in self.objectives]
-        for key in ("metrics", "kernel", "binary", "provenance", "application"):
+        for key in ("metrics", "kernel", "binary", "provenance", "application", "triton"):
             value = _clean(getattr(self, key))
             if value:
                 doc[key] = value
@@ -89,6 +91,11 @@ class Acf:
             compiler=self.compiler,
             flags=shlex.join(self.flags) or "(none: the compiler defaults won)",
         )
+        if self.triton:
+            header += (
+                f"# Triton kernel {self.triton.get('kernel')}: `ciq-optuna acf triton {name}` prints the "
+                "triton.Config to paste; ciq_optuna.triton_acf.apply_acf applies it at run time.\n"
+            )
         return header + tomli_w.dumps(self.to_document())
 
     def options_file_text(self) -> str:
@@ -161,6 +168,7 @@ def parse_acf(text: str, *, where: str = "ACF") -> Acf:
             binary=doc.get("binary", {}),
             provenance=doc.get("provenance", {}),
             application=doc.get("application", {}),
+            triton=doc.get("triton", {}),
         )
     except (KeyError, TypeError) as exc:
         raise CiqError(f"{where} lacks a required field ({exc})") from None

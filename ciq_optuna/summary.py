@@ -143,6 +143,11 @@ def acf_for_trial(
         for n, d, v in zip(meta["metrics"], meta["directions"], values)
     ]
     passed = {s.name: s.passed(candidate.controls.get(s.name, {})) for s in objective.space.compilers}
+    triton = {}
+    if meta.get("kind") == "triton":
+        from ciq_optuna.objectives.triton import acf_triton_section
+
+        triton = acf_triton_section(meta, objective.compiler, candidate)
     return Acf(
         compiler=meta["compiler"]["name"],
         compiler_version=meta["compiler"]["version"],
@@ -161,4 +166,5 @@ def acf_for_trial(
         },
         provenance=provenance(study.study_name, trial.number, storage_shown),
         application=candidate.app,
+        triton=triton,
     )

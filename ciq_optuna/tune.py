@@ -24,10 +24,12 @@ import pandas as pd
 
 from ciq_optuna.acf import write_acf
 from ciq_optuna.compilers.base import Compiler, compiler_for_source
+from ciq_optuna.compilers.triton import is_triton_ref
 from ciq_optuna.errors import CiqError
 from ciq_optuna.objectives.command import CommandMeasure
 from ciq_optuna.objectives.compile import CompileObjective, Measure, TrialFailed
 from ciq_optuna.objectives.metrics import COMPILE_METRICS, check_metric_names, compile_metrics
+from ciq_optuna.objectives.triton import RUNTIME_METRICS
 from ciq_optuna.samplers import make_sampler
 from ciq_optuna.simplify import simplify
 from ciq_optuna.space.compiler_space import CompilerSpace
@@ -113,7 +115,9 @@ def _spaces_for(compiler: Compiler, explicit: Sequence[Path], arch: str) -> list
     return [s.for_arch(arch) for s in spaces]
 
 
-def _metrics_and_directions(config: TuneConfig, has_callable: bool) -> tuple[list[str], list[str]]:
+def _metrics_and_directions(
+    config: TuneConfig, has_callable: bool, extra_metrics: Sequence[str] = ()
+) -> tuple[list[str], list[str]]:
     metrics = list(config.minimize) + list(config.maximize)
     directions = ["minimize"] * len(config.minimize) + ["maximize"] * len(config.maximize)
     if not metrics:
@@ -121,13 +125,19 @@ def _metrics_and_directions(config: TuneConfig, has_callable: bool) -> tuple[lis
     if len(set(metrics)) != len(metrics):
         raise CiqError(f"a metric is given twice: {metrics}")
     extra = [config.measure_name] if config.measure_command or has_callable else []
-    check_metric_names(metrics, extra)
+    check_metric_names(metrics, extra + list(extra_metrics))
     return metrics, directions
 
 
 def prepare(config: TuneConfig, measure: Measure | None = None) -> tuple[dict[str, Any], CompileObjective]:
     """Check every input and build the study metadata and objective; touches no storage."""
     kernel = Path(config.kernel)
+    triton_kernel = None
+    if is_triton_ref(kernel):
+        from ciq_optuna.compilers.triton import load_kernel
+
+        triton_kernel = load_kernel(kernel)
+        kernel = triton_kernel.path
     if not kernel.is_file():
         raise CiqError(f"kernel not found: {kernel}")
     parse_arch(config.arch)
@@ -146,11 +156,31 @@ def prepare(config: TuneConfig, measure: Measure | None = None) -> tuple[dict[st
     _check_output_file(config.acf, "--acf")
     if config.workdir is not None and Path(config.workdir).exists() and not Path(config.workdir).is_dir():
         raise CiqError(f"--workdir {config.workdir} is a file, not a directory")
-    metrics, directions = _metrics_and_directions(config, measure is not None)
-    compiler = compiler_for_source(kernel, config.compiler_path)
+    runtime = (
+        triton_kernel is not None
+        and measure is None
+        and not config.measure_command
+        and any(m in RUNTIME_METRICS for m in [*config.minimize, *config.maximize])
+    )
+    metrics, directions = _metrics_and_directions(
+        config, measure is not None, RUNTIME_METRICS if triton_kernel is not None else ()
+    )
+    if triton_kernel is not None:
+        from ciq_optuna.objectives.triton import triton_compiler
+
+        compiler = triton_compiler(triton_kernel, config.arch, config.compiler_path)
+    else:
+        compiler = compiler_for_source(kernel, config.compiler_path)
     compiler.check_arch(config.arch)
     spaces = _spaces_for(compiler, config.spaces, config.arch)
     measure_meta = None
+    if runtime:
+        from ciq_optuna.gpu.triton_runtime import TritonRuntimeMeasure
+
+        measure = TritonRuntimeMeasure(
+            triton_kernel, config.arch, ptxas=config.compiler_path, timeout=config.timeout
+        )
+        measure_meta = {"kind": "triton-runtime"}
     if config.measure_command:
         measure = CommandMeasure(
             config.measure_command,
@@ -184,11 +214,17 @@ def prepare(config: TuneConfig, measure: Measure | None = None) -> tuple[dict[st
         "budget": config.trials,
         "sampler": {"pool_size": config.pool_size} if config.pool_size else {},
     }
-    objective = CompileObjective(
+    objective_cls, space = CompileObjective, SearchSpace(compilers=spaces)
+    if triton_kernel is not None:
+        from ciq_optuna.objectives.triton import KIND, TritonObjective, TritonSearchSpace, triton_meta
+
+        meta.update(kind=KIND, **triton_meta(triton_kernel, compiler))
+        objective_cls, space = TritonObjective, TritonSearchSpace(triton_kernel, spaces)
+    objective = objective_cls(
         compiler,
         kernel.resolve(),
         config.arch,
-        SearchSpace(compilers=spaces),
+        space,
         metrics,
         measure=measure,
         timeout=config.timeout,
@@ -235,7 +271,7 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
     check_baseline(objective)
     compiler = objective.compiler
     name = config.study_name or default_study_name(
-        config.kernel, config.arch, compiler.name, compiler.info.release, meta["metrics"]
+        meta["kernel"]["name"], config.arch, compiler.name, compiler.info.release, meta["metrics"]
     )
     if storage is None:
         storage = resolve_storage(config.storage, default_path=DEFAULT_STORAGE_FILE)
@@ -348,7 +384,7 @@ def _run_screening(
     candidates = []
     for space in objective.space.compilers:
         for config in space.one_change_configs():
-            params = {}
+            params = objective.space.baseline_params()
             for other in objective.space.compilers:
                 params.update(other.params_from_config(config if other is space else other.baseline()))
             candidates.append(params)

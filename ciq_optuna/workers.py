@@ -119,7 +119,12 @@ def build_objective(study: optuna.Study, **options: Any) -> Objective:
         raise CiqError(
             f"study {study.study_name!r}: no objective builder for kind {kind!r} in this installation"
         ) from None
-    return objective_from_study(study, **{k: v for k, v in options.items() if v is not None})
+    objective = objective_from_study(study, **{k: v for k, v in options.items() if v is not None})
+    if ((study.user_attrs.get("ciq_optuna") or {}).get("measure") or {}).get("kind") == "triton-runtime":
+        from ciq_optuna.gpu.triton_runtime import runtime_measure
+
+        objective.measure = runtime_measure(objective)
+    return objective
 
 
 def _build_sampler(study: optuna.Study) -> optuna.samplers.BaseSampler | None:

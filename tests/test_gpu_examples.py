@@ -13,27 +13,7 @@ from ciq_optuna.space.files import load_space
 from ciq_optuna.space.search import SearchSpace
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples" / "gpu" / "triton_matmul"))
 sys.path.insert(0, str(ROOT / "examples" / "gpu" / "nvcc_gemm"))
-
-
-def test_triton_mixed_space_suggests_configs_and_flags_in_one_trial():
-    import triton_matmul
-    import tune_triton
-
-    space = SearchSpace(tune_triton.APP_SPACE, compilers=[load_space("ptxas", "13.0").for_arch("sm_90a")])
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
-    study.enqueue_trial(
-        {**{k: v for k, v in triton_matmul.BASELINE_APP.items() if k != "GROUP_M"}, **space.baseline_params()}
-    )
-    first = space.suggest(study.ask())
-    assert first.app == triton_matmul.BASELINE_APP and first.flags == {"ptxas": []}
-    seen_flags = set()
-    for _ in range(30):
-        cand = space.suggest(study.ask())
-        assert set(cand.app) == set(triton_matmul.BASELINE_APP) and cand.app["GROUP_M"] == 8
-        seen_flags.update(cand.flags["ptxas"])
-    assert seen_flags  # compiler controls vary alongside the Triton config
 
 
 def test_nvcc_workflow_compiles_suggested_ptxas_controls(tmp_path):

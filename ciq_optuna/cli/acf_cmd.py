@@ -28,12 +28,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--xptxas", action="store_true", help="as one nvcc -Xptxas argument (ptxas ACFs)")
     s.set_defaults(func=_flags)
 
+    s = acf_sub.add_parser(
+        "triton", help="print the triton.Config (meta-parameters and ptxas flags) of a Triton kernel's ACF"
+    )
+    s.add_argument("acf", type=Path)
+    s.set_defaults(func=_triton)
+
     s = acf_sub.add_parser("export", help="write a compiler options file (ptxas/nvcc --options-file)")
     s.add_argument("acf", type=Path)
     s.add_argument("-o", "--output", type=Path, help="options file to write (default: ACF name with .opts)")
     s.set_defaults(func=_export)
 
-    s = acf_sub.add_parser("verify", help="recompile KERNEL with the ACF and check the code hash it records")
+    s = acf_sub.add_parser(
+        "verify",
+        help="recompile KERNEL (or a Triton path.py[:NAME]) with the ACF and check the code hash it records",
+    )
     s.add_argument("acf", type=Path)
     s.add_argument("kernel", type=Path)
     s.add_argument("--compiler-path", help="ptxas or nvcc to use")
@@ -62,6 +71,13 @@ def _flags(args: argparse.Namespace) -> int:
     return 0
 
 
+def _triton(args: argparse.Namespace) -> int:
+    from ciq_optuna.triton_acf import config_text
+
+    print(config_text(read_acf(args.acf), args.acf.name))
+    return 0
+
+
 def _export(args: argparse.Namespace) -> int:
     acf = read_acf(args.acf)
     out = args.output or args.acf.with_suffix(".opts")
@@ -77,6 +93,8 @@ def _export(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     acf = read_acf(args.acf)
+    if acf.triton:
+        return _verify_triton(args, acf)
     compiler = get_compiler(acf.compiler, args.compiler_path)
     acf.check_compiler(compiler.name, compiler.info.version)
     want = acf.binary.get("code_sha256")
@@ -97,6 +115,23 @@ def _verify(args: argparse.Namespace) -> int:
         )
         return 1
     print(f"OK: {args.kernel} with {args.acf} reproduces the tuned code ({want[:16]}...)")
+    return 0
+
+
+def _verify_triton(args: argparse.Namespace, acf) -> int:
+    """Compile the Triton kernel through the ACF's triton.Config (as a launch would) and check the code hash."""
+    from ciq_optuna.compilers.triton import load_kernel
+    from ciq_optuna.triton_acf import apply_acf, compile_config
+
+    ref = str(args.kernel) if ":" in str(args.kernel) else f"{args.kernel}:{acf.triton['kernel']}"
+    kernel = load_kernel(ref)
+    config = apply_acf(acf, kernel.fn)
+    _, got = compile_config(kernel, config, acf.arch)
+    want = acf.binary.get("code_sha256", "")
+    if got != want:
+        print(f"MISMATCH: {ref} compiles to code {got[:16]}..., the ACF records {want[:16]}...")
+        return 1
+    print(f"OK: {ref} with {args.acf} reproduces the tuned code ({want[:16]}...)")
     return 0
 
 

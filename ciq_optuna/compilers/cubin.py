@@ -54,6 +54,10 @@ _SHDR_FIELDS = (
 _PHDR_FIELDS = ("p_type", "p_flags", "p_vaddr", "p_paddr", "p_align")
 
 
+#: Sections holding line information (and their relocations), left out by ``skip_debug``.
+_DEBUG_PREFIXES = (".debug_", ".nv_debug_", ".rel.debug_", ".rel.nv_debug_", ".rela.debug_", ".rela.nv_debug_")
+
+
 class CubinError(CiqError):
     """The compiler output is not a readable ELF cubin."""
 
@@ -69,11 +73,14 @@ def _field(h: hashlib._Hash, value: object) -> None:
     h.update(data)
 
 
-def code_hash(cubin: bytes) -> str:
+def code_hash(cubin: bytes, *, skip_debug: bool = False) -> str:
     """sha256 of the cubin's content without the ``.note.nv.tkinfo`` section (hex digest).
 
     Equal for compiles that produce the same code whatever the flag spelling; different as
-    soon as any other section (code, resources, constants, metadata) differs.
+    soon as any other section (code, resources, constants, metadata) differs. ``skip_debug``
+    also leaves out the line-info sections (``.debug_*``, ``.nv_debug_*`` and their
+    relocations): Triton compiles with ``-lineinfo``, which records the kernel file's absolute
+    path, so only this hash stays the same when the kernel file moves.
     """
     try:
         elf = ELFFile(io.BytesIO(cubin))
@@ -84,6 +91,9 @@ def code_hash(cubin: bytes) -> str:
         for section in elf.iter_sections():
             if section.name == TKINFO_SECTION:
                 _field(h, "(tkinfo removed)")
+                continue
+            if skip_debug and section.name.startswith(_DEBUG_PREFIXES):
+                _field(h, "(line info removed)")
                 continue
             _field(h, section.name)
             for name in _SHDR_FIELDS:

@@ -9,6 +9,8 @@ The report is a sequence of lines on stderr, e.g. (ptxas 13.0, sm_80)::
     ptxas info    : Used 56 registers, used 1 barriers, 3840 bytes smem, 380 bytes cmem[0]
     ptxas info    : Compile time = 42.965 ms
 
+A ptxas installed under another name prints that name instead (Triton's ``ptxas-blackwell``).
+
 Device functions that are not inlined get a ``Function properties`` block (and, with ``-c``, a
 compile time) but no ``Compiling entry function`` line and no ``Used`` line. Items of the
 ``Used`` line are parsed one by one, so their order and presence may vary (sm_90+ omits the
@@ -22,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_PREFIX_RE = re.compile(r"^\s*ptxas(?:\s+([^;]*?);)?\s+(info|warning|error|fatal)\s*:\s?(.*)$")
+_PREFIX_RE = re.compile(r"^\s*ptxas(?:-\w+)?(?:\s+([^;]*?);)?\s+(info|warning|error|fatal)\s*:\s?(.*)$")
 _COMPILING_RE = re.compile(r"^Compiling entry function '(.+)' for '([^']+)'$")
 _PROPERTIES_RE = re.compile(r"^Function properties for (.+?)\s*$")
 _FRAME_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")

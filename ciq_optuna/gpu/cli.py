@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ciq_optuna.cli.types import positive_int
+from ciq_optuna.compilers.triton import is_triton_ref, load_kernel
 from ciq_optuna.errors import CiqError
 from ciq_optuna.gpu.harness import KernelLaunch
 from ciq_optuna.gpu.winners import ValidationSettings, validate_acfs
@@ -27,12 +28,15 @@ def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--launch",
-        required=True,
         metavar="MODULE:NAME",
-        help="a KernelLaunch (or a function returning one): 'package.module:NAME' or 'path/file.py:NAME'",
+        help="a KernelLaunch (or a function returning one): 'package.module:NAME' or 'path/file.py:NAME' "
+        "(not for Triton kernels: their file's launch function is used)",
     )
     parser.add_argument(
-        "--kernel", required=True, type=Path, help="kernel source compiled under each ACF (.ptx or .cu)"
+        "--kernel",
+        required=True,
+        type=Path,
+        help="kernel source compiled under each ACF (.ptx or .cu), or a Triton kernel path.py:NAME",
     )
     parser.add_argument("--arch", help="target architecture (default: the ACF's)")
     parser.add_argument("--compiler-path", type=Path, help="ptxas or nvcc to compile with (default: found)")
@@ -126,18 +130,32 @@ def run_validate(args: argparse.Namespace) -> int:
         missing = [str(p) for p in args.acfs if not p.is_file()]
         if missing:
             raise CiqError(f"ACF not found: {', '.join(missing)}")
-        launch = load_launch(args.launch)
-        measure = GpuAcfMeasure(
-            launch,
-            args.kernel,
-            arch=args.arch,
-            compiler_path=args.compiler_path,
-            repeats=args.repeats,
-            warmup=args.warmup,
-            flush_l2=not args.no_l2_flush,
-            device=args.device,
-            timeout=args.timeout,
-        )
+        if is_triton_ref(args.kernel):
+            from ciq_optuna.gpu.triton_runtime import TritonAcfMeasure
+
+            measure = TritonAcfMeasure(
+                load_kernel(args.kernel),
+                repeats=args.repeats,
+                warmup=args.warmup,
+                ptxas=str(args.compiler_path) if args.compiler_path else None,
+                flush_l2=not args.no_l2_flush,
+                device=args.device,
+                timeout=args.timeout,
+            )
+        elif not args.launch:
+            raise CiqError("--launch MODULE:NAME is needed for a .ptx or .cu kernel")
+        else:
+            measure = GpuAcfMeasure(
+                load_launch(args.launch),
+                args.kernel,
+                arch=args.arch,
+                compiler_path=args.compiler_path,
+                repeats=args.repeats,
+                warmup=args.warmup,
+                flush_l2=not args.no_l2_flush,
+                device=args.device,
+                timeout=args.timeout,
+            )
         with contextlib.ExitStack() as stack:
             if args.lock_clocks is not None:
                 from ciq_optuna.gpu.nvml import locked_clocks

@@ -31,6 +31,7 @@ def build_objective(
     workdir: Path | None = None,
 ) -> CompileObjective:
     """The objective described by a study's metadata, on this machine; CiqError on any mismatch."""
+    triton = meta.get("kind") == "triton"
     kernel = Path(kernel or meta["kernel"]["path"])
     if not kernel.is_file():
         raise CiqError(f"kernel not found: {kernel} (pass --kernel PATH to a copy with the same content)")
@@ -39,7 +40,12 @@ def build_objective(
             f"kernel {kernel} differs from the study's (sha256 {meta['kernel']['sha256'][:12]}...)"
         )
     comp = meta["compiler"]
-    compiler = get_compiler(comp["name"], compiler_path or _existing(comp.get("path")), release=None)
+    if triton:
+        from ciq_optuna.objectives.triton import build_triton_compiler
+
+        compiler = build_triton_compiler(meta, kernel, compiler_path)
+    else:
+        compiler = get_compiler(comp["name"], compiler_path or _existing(comp.get("path")), release=None)
     if compiler.info.version != comp["version"]:
         raise CiqError(f"the study was tuned with {comp['name']} {comp['version']}; found {compiler.info}")
     spaces = []
@@ -53,7 +59,9 @@ def build_objective(
             )
         spaces.append(space.for_arch(meta["arch"]))
     m = meta.get("measure")
-    if measure is None and m:
+    # a GPU-timed Triton study ({"kind": "triton-runtime"}) gets its measure from the worker
+    # (ciq_optuna.workers, above gpu/): objectives never import the GPU layer
+    if measure is None and m and "command" in m:
         measure = CommandMeasure(
             m["command"],
             m["name"],
@@ -63,11 +71,16 @@ def build_objective(
             timeout=meta.get("timeout", 300.0),
             cwd=Path(m["cwd"]) if m.get("cwd") and Path(m["cwd"]).is_dir() else None,
         )
-    return CompileObjective(
+    objective_cls, space = CompileObjective, SearchSpace(compilers=spaces)
+    if triton:
+        from ciq_optuna.objectives.triton import TritonObjective, TritonSearchSpace
+
+        objective_cls, space = TritonObjective, TritonSearchSpace(compiler.kernel, spaces)
+    return objective_cls(
         compiler,
         kernel,
         meta["arch"],
-        SearchSpace(compilers=spaces),
+        space,
         list(meta["metrics"]),
         measure=measure,
         timeout=meta.get("timeout", 120.0),

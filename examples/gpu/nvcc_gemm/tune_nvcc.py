@@ -14,6 +14,7 @@ At the end the best candidate is written as an ACF and validated (Welch + Holm, 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -51,6 +52,8 @@ def main() -> int:
     ap.add_argument("--arch", help="default: the GPU's")
     ap.add_argument("--out", type=Path, default=Path("runs/nvcc_gemm"))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-validate", action="store_true", help="stop after writing the ACF")
+    ap.add_argument("--summary", type=Path, help="write baseline/best times and trial counts as JSON")
     args = ap.parse_args()
 
     nvcc = get_compiler("nvcc")
@@ -102,6 +105,23 @@ def main() -> int:
     study.optimize(objective, n_trials=args.trials, catch=(CiqError,))
     best = study.best_trial
     print(f"best trial {best.number}: time_ratio {best.value:.4f}, flags {best.user_attrs['flags']}")
+    if args.summary:
+        measured = [t.user_attrs["measured"] for t in study.trials if "measured" in t.user_attrs]
+        args.summary.write_text(
+            json.dumps(
+                {
+                    "kernel": "sgemm.cu (nvcc)",
+                    "arch": arch,
+                    "baseline_ms": measured[0]["baseline_time_ms"] if measured else None,
+                    "best_ms": seen.get(best.user_attrs["binary_hash"], {}).get("time_ms"),
+                    "best_ratio": best.value,
+                    "trials": len(study.trials),
+                    "failed": sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials),
+                    "reused": sum(bool(t.user_attrs.get("reused_binary")) for t in study.trials),
+                    "acf": str(args.out / "best.acf"),
+                }
+            )
+        )
     if best.user_attrs["binary_hash"] == base_hash:
         print("the best binary is the baseline's: nothing to validate")
         return 0
@@ -118,6 +138,9 @@ def main() -> int:
             kernel={"path": str(SOURCE)},
         ),
     )
+    if args.no_validate:
+        print(f"wrote {acf_path}")
+        return 0
     report = validate_acfs(
         [acf_path], measure=GpuAcfMeasure(launch, SOURCE, arch=arch), settings=ValidationSettings(sessions=3)
     )
