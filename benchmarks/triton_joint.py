@@ -14,6 +14,8 @@ registers for the RMSNorm kernel (it never spills); the table also shows the oth
 best trial. Ahead of time, no GPU.
 
 Usage: nice -n 10 python benchmarks/triton_joint.py --trials 16 --out benchmarks/results/triton_joint.json
+(``--kernels``/``--archs`` run a part, e.g. one process per kernel and target; ``--table A.json
+B.json ...`` prints the table of several parts).
 """
 
 from __future__ import annotations
@@ -107,32 +109,54 @@ def run(kernel: str, arch: str, mode: str, trials: int, seed: int, tmp: Path) ->
     }
 
 
+def table(rows: list[dict]) -> str:
+    """The joint-vs-alone table (best objective value per mode; the other metric in parentheses)."""
+    lines = [
+        "| kernel | arch | objective | baseline | joint | meta-parameters alone | ptxas alone |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for kernel in KERNELS:
+        for arch in ARCHS:
+            r = {row["mode"]: row for row in rows if row["kernel"] == kernel and row["arch"] == arch}
+            if set(r) != set(MODES):
+                continue
+            other = "registers" if r["joint"]["metric"] == "spill-bytes" else "spill-bytes"
+            cells = [f"{r[m]['best']:g} ({r[m][other]:g} {other})" for m in MODES]
+            lines.append(
+                f"| {kernel} | {arch} | {r['joint']['metric']} | {r['joint']['baseline']:g} | "
+                + " | ".join(cells)
+                + " |"
+            )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--kernels", default=",".join(KERNELS))
+    parser.add_argument("--archs", default=",".join(ARCHS))
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--table", type=Path, nargs="+", help="print the table of these result files")
     args = parser.parse_args()
+    if args.table:
+        print(table([row for path in args.table for row in json.loads(path.read_text())["rows"]]))
+        return
     rows = []
     with tempfile.TemporaryDirectory(prefix="ciq-triton-bench-") as tmp:
         for kernel in args.kernels.split(","):
-            for arch in ARCHS:
+            for arch in args.archs.split(","):
                 for mode in MODES:
                     row = run(kernel, arch, mode, args.trials, args.seed, Path(tmp))
                     rows.append(row)
                     print(json.dumps(row), flush=True)
+                    if args.out:  # after every run, so a part survives an interruption
+                        args.out.parent.mkdir(parents=True, exist_ok=True)
+                        args.out.write_text(
+                            json.dumps({"trials": args.trials, "seed": args.seed, "rows": rows}, indent=1)
+                        )
     print()
-    print("| kernel | arch | objective | baseline | joint | meta-parameters alone | ptxas alone |")
-    print("|---|---|---|---|---|---|---|")
-    for kernel in args.kernels.split(","):
-        for arch in ARCHS:
-            r = {row["mode"]: row for row in rows if row["kernel"] == kernel and row["arch"] == arch}
-            print(
-                f"| {kernel} | {arch} | {r['joint']['metric']} | {r['joint']['baseline']:g} | "
-                + " | ".join(f"{r[m]['best']:g}" for m in MODES)
-                + " |"
-            )
+    print(table(rows))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"trials": args.trials, "seed": args.seed, "rows": rows}, indent=1))
