@@ -136,6 +136,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--kernels", default=",".join(KERNELS))
     parser.add_argument("--archs", default=",".join(ARCHS))
+    parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--out", type=Path)
     parser.add_argument("--table", type=Path, nargs="+", help="print the table of these result files")
     args = parser.parse_args()
@@ -146,7 +147,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ciq-triton-bench-") as tmp:
         for kernel in args.kernels.split(","):
             for arch in args.archs.split(","):
-                for mode in MODES:
+                for mode in args.modes.split(","):
                     row = run(kernel, arch, mode, args.trials, args.seed, Path(tmp))
                     rows.append(row)
                     print(json.dumps(row), flush=True)
