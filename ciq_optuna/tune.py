@@ -13,6 +13,7 @@ import math
 import os
 import re
 import tempfile
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +38,8 @@ from ciq_optuna.space.controls import parse_arch
 from ciq_optuna.space.files import find_space
 from ciq_optuna.space.search import Candidate, SearchSpace
 from ciq_optuna.store import add_to_store, check_store
-from ciq_optuna.study.budget import gated_objective
+from ciq_optuna.study.budget import budget_status, gated_objective
+from ciq_optuna.study.leases import locked_sampler
 from ciq_optuna.study.metadata import (
     create_or_load,
     default_study_name,
@@ -276,7 +278,9 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
     if storage is None:
         storage = resolve_storage(config.storage, default_path=DEFAULT_STORAGE_FILE)
     storage_shown = redact(storage_url(config.storage, default_path=DEFAULT_STORAGE_FILE))
-    sampler = make_sampler(len(meta["metrics"]), seed=config.seed, **meta["sampler"])
+    sampler = locked_sampler(
+        make_sampler(len(meta["metrics"]), seed=config.seed, **meta["sampler"]), storage, name
+    )
     study, _ = create_or_load(storage, name, meta, sampler=sampler)
     study.set_user_attr("budget", max(config.trials, study.user_attrs.get("budget", 0)))
     if config.workdir is None:
@@ -423,16 +427,50 @@ def _optimize(
             study.stop()
 
     try:
-        study.optimize(
+        _until_budget(
+            study,
             _tracked(gated_objective(study, objective, budget), in_flight),
-            n_trials=remaining,
-            n_jobs=config.jobs,
-            catch=(TrialFailed,),
-            callbacks=[callback],
-            gc_after_trial=False,
+            budget,
+            config.jobs,
+            callback,
         )
     finally:
         bar.close()
+
+
+def _until_budget(study: optuna.Study, objective: Any, budget: int, jobs: int, callback: Any) -> None:
+    """Run trials until the study holds ``budget`` counted trials, whoever runs them.
+
+    Like a worker, tune waits while the remaining slots are held by trials of other processes
+    (one of them may die and its trial must be retried), and carries on when one of its own
+    trials was failed by another process after its lease expired.
+    """
+    from ciq_optuna.workers import MAX_TAKEN_AWAY, POLL_INTERVAL_S, fail_stale, trial_taken_away
+
+    taken_away = 0
+    while True:
+        status = budget_status(study)
+        if status["done"] >= budget:
+            return
+        free = budget - status["done"] - status["running"]
+        if free <= 0:
+            fail_stale(study)
+            time.sleep(POLL_INTERVAL_S)
+            continue
+        try:
+            study.optimize(
+                objective,
+                n_trials=free,
+                n_jobs=min(jobs, free),
+                catch=(TrialFailed,),
+                callbacks=[callback],
+                gc_after_trial=False,
+            )
+        except Exception as exc:
+            if not trial_taken_away(exc) or taken_away >= MAX_TAKEN_AWAY:
+                raise
+            taken_away += 1
+            _log.warning("a trial was finished by another process while this one ran it; continuing")
 
 
 def default_acf_path(meta: Mapping[str, Any]) -> Path:

@@ -27,15 +27,12 @@ by ``ciq_optuna.objectives.factory.objective_from_study(study)``.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
-import hashlib
 import logging
 import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +51,15 @@ from ciq_optuna.study.budget import (
     gated_objective,
     one_line,
 )
-from ciq_optuna.study.storage import DEFAULT_STORAGE_FILE, redact, resolve_storage, scrub, sqlite_path
+from ciq_optuna.study.leases import locked_sampler
+from ciq_optuna.study.storage import (
+    DEFAULT_RECONNECT_TIMEOUT_S,
+    DEFAULT_STORAGE_FILE,
+    redact,
+    resolve_storage,
+    scrub,
+    sqlite_path,
+)
 
 ObjectiveFactory = Callable[[optuna.Study], Objective]
 SamplerFactory = Callable[[optuna.Study], optuna.samplers.BaseSampler]
@@ -63,8 +68,6 @@ SamplerFactory = Callable[[optuna.Study], optuna.samplers.BaseSampler]
 POLL_INTERVAL_S = 1.0
 #: How many times a worker continues after a trial was finished under it (then it stops).
 MAX_TAKEN_AWAY = 20
-#: Seconds a worker keeps retrying after losing its database connection.
-DEFAULT_RECONNECT_TIMEOUT_S = 300.0
 
 _logger = logging.getLogger("ciq_optuna.workers")
 _objective_factories: dict[str, ObjectiveFactory] = {}
@@ -138,80 +141,6 @@ def _build_sampler(study: optuna.Study) -> optuna.samplers.BaseSampler | None:
     return sampler_from_study(study)
 
 
-class _PlanLock:
-    """A lock shared by every worker of one study, held while the sampler plans a trial.
-
-    A sampler that avoids duplicates reads the trials, picks a configuration and records it;
-    two workers doing that at the same moment can pick the same one. PostgreSQL: a session
-    advisory lock keyed by the study name (released by the server if the worker dies). SQLite:
-    ``flock`` on ``<database>.lock``. Other storages: a lock within this process only.
-    """
-
-    def __init__(self, storage: optuna.storages.BaseStorage, study_name: str) -> None:
-        backend = getattr(storage, "_backend", storage)
-        self._engine = getattr(backend, "engine", None)
-        url = str(getattr(backend, "url", ""))
-        self._thread_lock = threading.Lock()
-        self._key = int.from_bytes(
-            hashlib.sha256(b"ciq-optuna:" + study_name.encode()).digest()[:8], "big", signed=True
-        )
-        self._file: Path | None = None
-        self._pg = self._engine is not None and self._engine.dialect.name == "postgresql"
-        path = sqlite_path(url) if url else None
-        if path is not None:
-            self._file = path.with_name(path.name + ".lock")
-
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        with self._thread_lock:
-            if self._pg:
-                with self._engine.connect() as conn:
-                    conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": self._key})
-                    try:
-                        yield
-                    finally:
-                        conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": self._key})
-            elif self._file is not None:
-                with open(self._file, "a") as handle:
-                    fcntl.flock(handle, fcntl.LOCK_EX)
-                    try:
-                        yield
-                    finally:
-                        fcntl.flock(handle, fcntl.LOCK_UN)
-            else:
-                yield
-
-
-class _LockedSampler(optuna.samplers.BaseSampler):
-    """Delegates to ``inner``; its ``before_trial`` (where plans are made) runs under a :class:`_PlanLock`."""
-
-    def __init__(self, inner: optuna.samplers.BaseSampler, lock: _PlanLock) -> None:
-        self._inner = inner
-        self._plan_lock = lock
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def infer_relative_search_space(self, study, trial):  # type: ignore[no-untyped-def]
-        return self._inner.infer_relative_search_space(study, trial)
-
-    def sample_relative(self, study, trial, search_space):  # type: ignore[no-untyped-def]
-        return self._inner.sample_relative(study, trial, search_space)
-
-    def sample_independent(self, study, trial, param_name, param_distribution):  # type: ignore[no-untyped-def]
-        return self._inner.sample_independent(study, trial, param_name, param_distribution)
-
-    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        with self._plan_lock.held():
-            self._inner.before_trial(study, trial)
-
-    def after_trial(self, study, trial, state, values):  # type: ignore[no-untyped-def]
-        self._inner.after_trial(study, trial, state, values)
-
-    def reseed_rng(self) -> None:
-        self._inner.reseed_rng()
-
-
 class _StopAtBudget:
     """Stop this worker's optimize loop once earlier and running trials hold the whole budget."""
 
@@ -238,11 +167,13 @@ def _load(storage: optuna.storages.BaseStorage, study_name: str, shown_url: str)
     except KeyError:
         raise CiqError(f"no study named {study_name!r} in {shown_url}") from None
     sampler = _build_sampler(study) or study.sampler
-    locked = _LockedSampler(sampler, _PlanLock(storage, study_name))
-    return optuna.load_study(study_name=study_name, storage=storage, sampler=locked)
+    return optuna.load_study(
+        study_name=study_name, storage=storage, sampler=locked_sampler(sampler, storage, study_name)
+    )
 
 
-def _fail_stale(study: optuna.Study) -> None:
+def fail_stale(study: optuna.Study) -> None:
+    """Fail the RUNNING trials whose lease expired and queue their configurations again."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         optuna.storages.fail_stale_trials(study)
@@ -282,7 +213,9 @@ def run_worker(
     db_file = sqlite_path(_chosen_url(storage_url, default_path=default_path))
     if db_file is not None and not db_file.is_file():
         raise CiqError(f"no study database at {db_file} (a worker joins an existing study)")
-    storage = resolve_storage(storage_url, default_path=default_path, **hb)
+    storage = resolve_storage(
+        storage_url, default_path=default_path, reconnect_timeout=reconnect_timeout, **hb
+    )
     shown = redact(getattr(storage, "url", "") or str(storage_url))
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
@@ -305,7 +238,7 @@ def run_worker(
                 break
             if n_trials is not None and ran >= n_trials:
                 break
-            _fail_stale(study)
+            fail_stale(study)
             status = budget_status(study)
             lost_since = None
             if budget is not None and status["done"] >= budget:
@@ -330,7 +263,7 @@ def run_worker(
             finally:
                 ran += stop.ran
         except Exception as exc:
-            if _trial_taken_away(exc) and taken_away < MAX_TAKEN_AWAY:
+            if trial_taken_away(exc) and taken_away < MAX_TAKEN_AWAY:
                 taken_away += 1
                 _logger.warning("a trial was finished by another worker while this one ran it; continuing")
                 continue
@@ -376,7 +309,7 @@ def storage_reason(exc: BaseException) -> str:
     return one_line(orig)
 
 
-def _trial_taken_away(exc: BaseException) -> bool:
+def trial_taken_away(exc: BaseException) -> bool:
     """Optuna could not record a trial because it is already finished: another worker failed it
     as stale (its heartbeats were lost) while this one was still evaluating it."""
     seen: set[int] = set()

@@ -10,7 +10,8 @@ PostgreSQL (marker ``postgres``)
     ``postgres_url`` (session): ``postgresql+psycopg2://ciq:<password>@127.0.0.1:<port>/ciq``.
     ``postgres_db_url`` (function): a URL to a fresh, empty database for one test.
     ``postgres_server.restart()`` restarts the server (``pg_ctl restart -m fast``): every open
-    connection is cut, as in a real database restart.
+    connection is cut, as in a real database restart. ``halt()`` / ``resume()`` stop it and start
+    it again (an outage of any length).
     ``postgres_server.password`` is random per session: grep outputs for it.
 
     Outside pytest (benchmarks): ``PostgresServer(workdir).start()`` / ``.stop()``.
@@ -153,6 +154,14 @@ class PostgresServer:
     def restart(self) -> None:
         """Restart the server, cutting every connection (``pg_ctl restart -m fast``)."""
         self._pg_ctl("restart", "-m", "fast")
+
+    def halt(self) -> None:
+        """Stop the server (``pg_ctl stop -m fast``) but keep its data: :meth:`resume` starts it again."""
+        self._cmd(str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
+        """Start the server stopped by :meth:`halt` (same port, same data)."""
+        self._pg_ctl("start")
 
     def stop(self) -> None:
         """Stop the server and delete its directory."""

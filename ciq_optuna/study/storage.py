@@ -20,17 +20,25 @@ the default SQLite file. A URL may carry a password: show it only through :func:
 
 from __future__ import annotations
 
+import functools
 import logging
+import math
 import os
+import random
 import re
 import sqlite3
+import threading
+import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import optuna
 import sqlalchemy
+from optuna.storages._rdb import models
+from optuna.storages._rdb.storage import _create_scoped_session
+from optuna.trial import TrialState
 from sqlalchemy.engine import make_url
 
 from ciq_optuna.errors import CiqError
@@ -54,6 +62,7 @@ SQLITE_BUSY_TIMEOUT_S = 60.0
 SQLITE_MODES = ("optuna-default", "wal-normal", "wal-off", "tuned")
 
 _logger = logging.getLogger("ciq_optuna.study.storage")
+_T = TypeVar("_T")
 _PASSWORD_IN_URL = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<pw>[^@\s]*)(?P<tail>@)")
 
 
@@ -104,20 +113,208 @@ def sqlite_path(url: str) -> Path | None:
     return Path(parsed.database)
 
 
-class ResilientRDBStorage(optuna.storages.RDBStorage):
-    """An RDBStorage whose heartbeat survives a lost connection.
+#: Seconds a process keeps retrying a storage call while the database is unreachable.
+DEFAULT_RECONNECT_TIMEOUT_S = 300.0
 
-    Optuna's heartbeat thread ends at the first database error, so a short server restart
-    would leave the running trial without heartbeats: another worker would fail it as stale
-    while it is still being evaluated. Here a failed heartbeat is logged and the next one is
-    tried at the next interval.
+#: First and longest pause (seconds) between two tries while the database is unreachable.
+RETRY_FIRST_S, RETRY_MAX_S = 0.5, 5.0
+
+_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    sqlalchemy.exc.OperationalError,
+    sqlalchemy.exc.InterfaceError,
+    sqlalchemy.exc.DisconnectionError,
+)
+
+#: RDBStorage methods (public, and the private ones Optuna's cache calls) retried on a lost connection.
+_RETRIED = (
+    "create_new_study delete_study set_study_user_attr set_study_system_attr get_study_id_from_name "
+    "get_study_name_from_id get_study_directions get_study_user_attrs get_study_system_attrs "
+    "get_trial_user_attrs get_trial_system_attrs get_all_studies create_new_trial _create_new_trial "
+    "set_trial_param _set_trial_param get_trial_param set_trial_intermediate_value set_trial_user_attr "
+    "set_trial_system_attr get_trial_id_from_study_id_trial_number get_trial get_all_trials _get_trials "
+    "get_best_trial _get_best_trial_id"
+).split()
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an error in its chain) is a lost or refused database connection."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, _CONNECTION_ERRORS):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def retry_pauses(timeout: float) -> Iterator[float]:
+    """Pauses (seconds) between tries: doubling from ``RETRY_FIRST_S`` to ``RETRY_MAX_S`` with
+    jitter (so that many workers do not all come back at the same instant), until ``timeout``."""
+    end = time.monotonic() + timeout
+    pause = RETRY_FIRST_S
+    while time.monotonic() < end:
+        yield min(pause * random.uniform(0.8, 1.2), max(end - time.monotonic(), 0.0))
+        pause = min(pause * 2, RETRY_MAX_S)
+
+
+class ResilientRDBStorage(optuna.storages.RDBStorage):
+    """An RDBStorage that rides out a database outage and expires every RUNNING trial's lease.
+
+    - Every storage call that fails on a lost or refused connection is retried with backoff for
+      ``reconnect_timeout`` seconds, so a database outage never reaches Optuna's trial loop (a
+      trial told while the database is away is told when it comes back). Telling a trial again
+      after a connection lost during its commit is recognised (same final state) and not an error.
+    - Optuna's heartbeat thread ends at the first database error; here a failed heartbeat is
+      logged and the next one is tried at the next interval.
+    - The heartbeat is the lease of a RUNNING trial. Optuna never fails a RUNNING trial that has
+      no heartbeat at all (its worker died before its first heartbeat, e.g. while planning); here
+      such a trial expires once this process has seen it without heartbeat for ``grace_period``
+      seconds. Every ciq-optuna process records a trial's first heartbeat as soon as it is created
+      (:func:`ciq_optuna.study.leases.trial_lease`).
+    - After an outage, no lease is declared expired for ``grace_period`` (+ two retry pauses)
+      seconds: the owners, alive, need that long to renew the heartbeats they could not record
+      while the database was away.
     """
+
+    def __init__(self, *args: Any, reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT_S, **kwargs: Any):
+        self.reconnect_timeout = reconnect_timeout
+        self._init_leases()
+        super().__init__(*args, **kwargs)
+
+    def _init_leases(self) -> None:
+        self._state_lock = threading.Lock()
+        self._local = threading.local()
+        self._outage_since: float | None = None
+        self._reconnected_at = -math.inf
+        self._unbeaten: dict[int, float] = {}
+
+    def __getstate__(self) -> dict[Any, Any]:
+        state = super().__getstate__()
+        for key in ("_state_lock", "_local", "_outage_since", "_reconnected_at", "_unbeaten"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        self._init_leases()
+        super().__setstate__(state)
+
+    def retrying(self, call: Callable[[], _T]) -> _T:
+        """``call()``, retried with backoff while the database is unreachable (at most
+        ``reconnect_timeout`` seconds); other errors, and the last one, are raised."""
+        if getattr(self._local, "depth", 0):  # a retried call inside another: the outer one retries
+            return call()
+        self._local.depth = 1
+        try:
+            pauses = retry_pauses(self.reconnect_timeout)
+            while True:
+                try:
+                    result = call()
+                except Exception as exc:
+                    if not is_connection_error(exc):
+                        raise
+                    pause = next(pauses, None)
+                    if pause is None:
+                        raise
+                    self._lost(exc)
+                    time.sleep(pause)
+                    continue
+                self._back()
+                return result
+        finally:
+            self._local.depth = 0
+
+    def _lost(self, exc: BaseException) -> None:
+        with self._state_lock:
+            if self._outage_since is not None:
+                return
+            self._outage_since = time.monotonic()
+        _logger.warning(
+            "database %s unavailable (%s); retrying for up to %.0f s",
+            redact(self.url),
+            _one_line(exc, self.url),
+            self.reconnect_timeout,
+        )
+
+    def _back(self) -> None:
+        if self._outage_since is None:
+            return
+        with self._state_lock:
+            since, self._outage_since = self._outage_since, None
+            if since is None:
+                return
+            self._reconnected_at = time.monotonic()
+            self._unbeaten.clear()
+        _logger.warning("database %s back after %.0f s", redact(self.url), time.monotonic() - since)
+
+    def set_trial_state_values(
+        self, trial_id: int, state: TrialState, values: Sequence[float] | None = None
+    ) -> bool:
+        tries = 0
+
+        def tell() -> bool:
+            nonlocal tries
+            tries += 1
+            try:
+                return optuna.storages.RDBStorage.set_trial_state_values(self, trial_id, state, values)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                # The connection was lost after an earlier try committed: the trial already
+                # holds what this call stores.
+                if tries > 1 and state.is_finished():
+                    stored = optuna.storages.RDBStorage.get_trial(self, trial_id)
+                    if stored.state == state and (values is None or stored.values == list(values)):
+                        return True
+                raise
+
+        return self.retrying(tell)
 
     def record_heartbeat(self, trial_id: int) -> None:
         try:
             super().record_heartbeat(trial_id)
         except (optuna.exceptions.StorageInternalError, sqlalchemy.exc.SQLAlchemyError) as exc:
+            if is_connection_error(exc):
+                self._lost(exc)
             _logger.warning("heartbeat of trial id %d not recorded: %s", trial_id, _one_line(exc, self.url))
+        else:
+            self._back()
+
+    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+        grace = self.grace_period if self.grace_period is not None else 2 * (self.heartbeat_interval or 0)
+        beaten = self.retrying(lambda: optuna.storages.RDBStorage._get_stale_trial_ids(self, study_id))
+        unbeaten = self.retrying(lambda: self._running_without_heartbeat(study_id))
+        now = time.monotonic()
+        with self._state_lock:
+            if now - self._reconnected_at < grace + 2 * RETRY_MAX_S:
+                return []
+            self._unbeaten = {t: self._unbeaten.get(t, now) for t in unbeaten}
+            expired = [t for t, seen in self._unbeaten.items() if now - seen > grace]
+        return beaten + expired
+
+    def _running_without_heartbeat(self, study_id: int) -> list[int]:
+        trials, beats = models.TrialModel, models.TrialHeartbeatModel
+        with _create_scoped_session(self.scoped_session) as session:
+            rows = (
+                session.query(trials.trial_id)
+                .outerjoin(beats, beats.trial_id == trials.trial_id)
+                .filter(trials.study_id == study_id, trials.state == TrialState.RUNNING)
+                .filter(beats.trial_heartbeat_id.is_(None))
+                .all()
+            )
+        return [row[0] for row in rows]
+
+
+def _retried(name: str) -> Callable[..., Any]:
+    method = getattr(optuna.storages.RDBStorage, name)
+
+    @functools.wraps(method)
+    def call(self: ResilientRDBStorage, *args: Any, **kwargs: Any) -> Any:
+        return self.retrying(lambda: method(self, *args, **kwargs))
+
+    return call
+
+
+for _name in _RETRIED:
+    setattr(ResilientRDBStorage, _name, _retried(_name))
 
 
 def _sqlite_creator(path: str, journal_mode: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
@@ -164,13 +361,15 @@ def resolve_storage(
     grace_period: int | None = None,
     max_retry: int | None = DEFAULT_MAX_RETRY,
     sqlite_mode: str = "tuned",
+    reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT_S,
 ) -> optuna.storages.BaseStorage:
     """Open the study storage (see the module docstring for how the URL is chosen).
 
     ``heartbeat_interval`` (seconds, None disables heartbeats) and ``grace_period`` (seconds
     without a heartbeat before a RUNNING trial is failed; default three intervals) drive the
     recovery from dead workers; a failed trial's configuration is queued again at most
-    ``max_retry`` times. Raises :class:`StorageError` with the password redacted.
+    ``max_retry`` times. A call that loses the database is retried for ``reconnect_timeout``
+    seconds. Raises :class:`StorageError` with the password redacted.
     """
     chosen = storage_url(url, default_path=default_path)
     shown = redact(chosen)
@@ -198,7 +397,10 @@ def resolve_storage(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return ResilientRDBStorage(
-                chosen, engine_kwargs=engine_kwargs_for(chosen, sqlite_mode=sqlite_mode), **hb_kwargs
+                chosen,
+                engine_kwargs=engine_kwargs_for(chosen, sqlite_mode=sqlite_mode),
+                reconnect_timeout=reconnect_timeout,
+                **hb_kwargs,
             )
     except ImportError:
         driver = parsed.get_backend_name()

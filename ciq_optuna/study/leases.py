@@ -1,0 +1,212 @@
+"""Leases on what processes share through a study: the planning lock and each RUNNING trial.
+
+Every cross-process resource has an owner and a lease that the live owner renews; once the
+lease expires, another process takes the resource over, so a holder that dies (SIGKILL, power
+loss, network split) or stops (SIGSTOP) costs at most one lease period:
+
+- **The planning lock** (:class:`PlanLock`), held while a sampler reads the trials and claims a
+  configuration. PostgreSQL: a session advisory lock on a connection of its own, whose session
+  the server ends when it has been idle for :data:`PLAN_LOCK_LEASE_S` seconds
+  (``idle_session_timeout``); the owner renews the lease by touching the session every
+  :data:`PLAN_LOCK_RENEW_S` seconds. The server releases the lock when the session ends (owner
+  killed, or lease expired), and the next waiter gets it at once. SQLite (one machine): ``flock``
+  on ``<database>.lock``, released by the kernel when the owner dies.
+- **A RUNNING trial** (its budget slot and the configuration its sampler claimed): its lease is
+  its heartbeat (``trial_heartbeats``), renewed every ``heartbeat_interval`` seconds and expired
+  after ``grace_period``. Optuna starts a trial's heartbeat only once its parameters are planned;
+  :func:`trial_lease` records it from the moment the trial exists (also while it waits for the
+  planning lock), and :class:`ciq_optuna.study.storage.ResilientRDBStorage` expires a RUNNING
+  trial that never had one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import optuna
+import sqlalchemy
+from optuna.storages._heartbeat import get_heartbeat_thread
+from optuna.trial import FrozenTrial
+
+from ciq_optuna.study.storage import redact, sqlite_path
+
+#: Seconds after which the planning lock of a silent owner is released (PostgreSQL).
+PLAN_LOCK_LEASE_S = 10.0
+#: Test hook (environment variable): seconds to sleep while holding the planning lock.
+TEST_PAUSE_ENV = "CIQ_OPTUNA_TEST_PAUSE_IN_PLAN_LOCK"
+#: Seconds between two renewals of the planning lock's lease by its owner.
+PLAN_LOCK_RENEW_S = 2.0
+
+_logger = logging.getLogger("ciq_optuna.leases")
+
+
+def _backend(storage: optuna.storages.BaseStorage) -> Any:
+    return getattr(storage, "_backend", storage)
+
+
+@contextlib.contextmanager
+def trial_lease(storage: optuna.storages.BaseStorage, trial_id: int) -> Iterator[None]:
+    """Renew the lease (heartbeat) of trial ``trial_id`` from now until the block ends.
+
+    Use it between the creation of a trial and the start of Optuna's own heartbeat thread (the
+    sampler's ``before_trial``), where Optuna records no heartbeat.
+    """
+    beat = get_heartbeat_thread(trial_id, storage)
+    beat.start()
+    try:
+        yield
+    finally:
+        beat.join()
+
+
+class PlanLock:
+    """A lock shared by every process working on one study (see the module docstring)."""
+
+    def __init__(self, storage: optuna.storages.BaseStorage, study_name: str) -> None:
+        backend = _backend(storage)
+        self._retrying = getattr(backend, "retrying", lambda call: call())
+        engine = getattr(backend, "engine", None)
+        url = str(getattr(backend, "url", ""))
+        self._thread_lock = threading.Lock()
+        self._key = int.from_bytes(
+            hashlib.sha256(b"ciq-optuna:" + study_name.encode()).digest()[:8], "big", signed=True
+        )
+        self._url = url if engine is not None and engine.dialect.name == "postgresql" else None
+        self._engine: sqlalchemy.Engine | None = None
+        self._conn: sqlalchemy.Connection | None = None
+        path = sqlite_path(url) if url else None
+        self._file = path.with_name(path.name + ".lock") if path is not None else None
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the lock for the duration of the block."""
+        with self._thread_lock:
+            if self._url is not None:
+                with self._postgres():
+                    yield
+            elif self._file is not None:
+                with open(self._file, "a") as handle:
+                    fcntl.flock(handle, fcntl.LOCK_EX)
+                    try:
+                        yield
+                    finally:
+                        fcntl.flock(handle, fcntl.LOCK_UN)
+            else:
+                yield
+
+    # PostgreSQL ---------------------------------------------------------------------------------
+
+    def _connection(self) -> sqlalchemy.Connection:
+        if self._conn is None:
+            if self._engine is None:
+                owner = f"ciq-optuna {socket.gethostname()}:{os.getpid()}"
+                self._engine = sqlalchemy.create_engine(
+                    self._url,
+                    poolclass=sqlalchemy.pool.NullPool,
+                    isolation_level="AUTOCOMMIT",
+                    connect_args={"application_name": owner[:63]},
+                )
+            self._conn = self._engine.connect()
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.invalidate()
+                conn.close()
+
+    def _execute(self, sql: str) -> None:
+        try:
+            self._connection().execute(sqlalchemy.text(sql), {"k": self._key})
+        except Exception:
+            self._drop_connection()
+            raise
+
+    def _acquire(self) -> None:
+        lease_ms = int(PLAN_LOCK_LEASE_S * 1000)
+        self._execute(f"SET idle_session_timeout = {lease_ms}")
+        self._execute("SELECT pg_advisory_lock(:k)")
+
+    @contextlib.contextmanager
+    def _postgres(self) -> Iterator[None]:
+        self._retrying(self._acquire)
+        stop = threading.Event()
+        keeper = threading.Thread(target=self._renew, args=(stop,), name="ciq-plan-lock-lease", daemon=True)
+        keeper.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            keeper.join()
+            try:
+                self._execute("SELECT pg_advisory_unlock(:k)")
+                self._execute("SET idle_session_timeout = 0")
+            except Exception as exc:  # the session is gone, and the lock with it
+                _logger.debug("planning lock on %s released with its session: %s", redact(self._url), exc)
+
+    def _renew(self, stop: threading.Event) -> None:
+        while not stop.wait(PLAN_LOCK_RENEW_S):
+            try:
+                self._execute("SELECT 1")
+            except Exception as exc:
+                _logger.warning("planning lock lease on %s lost: %s", redact(self._url), exc)
+                return
+
+
+class LockedSampler(optuna.samplers.BaseSampler):
+    """Delegates to ``inner``; its ``before_trial`` (where plans are made) runs under a :class:`PlanLock`,
+    and the trial's lease is renewed from the start (see :func:`trial_lease`)."""
+
+    def __init__(self, inner: optuna.samplers.BaseSampler, lock: PlanLock) -> None:
+        self._inner = inner
+        self._plan_lock = lock
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def infer_relative_search_space(self, study, trial):  # type: ignore[no-untyped-def]
+        return self._inner.infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study, trial, search_space):  # type: ignore[no-untyped-def]
+        return self._inner.sample_relative(study, trial, search_space)
+
+    def sample_independent(self, study, trial, param_name, param_distribution):  # type: ignore[no-untyped-def]
+        return self._inner.sample_independent(study, trial, param_name, param_distribution)
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        with trial_lease(study._storage, trial._trial_id), self._plan_lock.held():
+            _test_pause_in_plan_lock()
+            self._inner.before_trial(study, trial)
+
+    def after_trial(self, study, trial, state, values):  # type: ignore[no-untyped-def]
+        self._inner.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self._inner.reseed_rng()
+
+
+def locked_sampler(
+    sampler: optuna.samplers.BaseSampler, storage: optuna.storages.BaseStorage, study_name: str
+) -> LockedSampler:
+    """``sampler`` planning under the study's :class:`PlanLock`, each trial under its lease."""
+    return LockedSampler(sampler, PlanLock(storage, study_name))
+
+
+def _test_pause_in_plan_lock() -> None:
+    """Test hook: sleep ``$CIQ_OPTUNA_TEST_PAUSE_IN_PLAN_LOCK`` seconds while holding the planning
+    lock, so that a test can SIGKILL a process at exactly that moment. Never set it otherwise."""
+    raw = os.environ.get(TEST_PAUSE_ENV)
+    if raw:
+        print(f"test hook: pausing {raw} s inside the planning lock", file=sys.stderr, flush=True)
+        time.sleep(float(raw))
