@@ -20,6 +20,7 @@ counts (counted trials, RUNNING/WAITING left, duplicate configurations).
 from __future__ import annotations
 
 import argparse
+import atexit
 import collections
 import json
 import os
@@ -74,8 +75,17 @@ def main() -> int:
 
     from conftest import PostgresServer
 
-    work = Path(tempfile.mkdtemp(prefix="ciq-faults-"))
     server = PostgresServer(fast=True).start()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        return _scenario(args, rng, server)
+    finally:
+        server.stop()
+
+
+def _scenario(args: argparse.Namespace, rng: random.Random, server) -> int:
+    """Run the processes, inject the faults, print the result (see the module docstring)."""
+    work = Path(tempfile.mkdtemp(prefix="ciq-faults-"))
     url = server.url()
     storage = resolve_storage(url, default_path=work / "unused.db", heartbeat_interval=None)
     env = dict(os.environ, **{STORAGE_ENV: url, "PYTHONPATH": str(REPO)})
@@ -139,6 +149,8 @@ def main() -> int:
         note(f"{time.monotonic() - t0:.0f}s: database started again")
 
     outage_thread = threading.Thread(target=outage)
+    exited: dict[str, float] = {}
+    atexit.register(lambda: [p.kill() for p in procs.values() if p.poll() is None])
     while True:
         time.sleep(0.5)
         if not paused_killed and "inside the planning lock" in logs["w0"].read_text():
@@ -163,6 +175,9 @@ def main() -> int:
         if budget_met is None and counts["done"] >= args.budget:
             budget_met = time.monotonic()
             note(f"{budget_met - t0:.0f}s: budget met")
+        for label, proc in procs.items():
+            if label not in exited and proc.poll() is not None:
+                exited[label] = time.monotonic()
         alive = [p for p in procs.values() if p.poll() is None]
         if not alive or (budget_met is not None and time.monotonic() - budget_met > args.exit_within):
             break
@@ -195,6 +210,12 @@ def main() -> int:
         "budget": args.budget,
         "events": events,
         "exits": exits,
+        "exit_s_after_budget": {
+            label: round(at - budget_met, 1)
+            for label, at in exited.items()
+            if budget_met and exits[label] == 0
+        },
+        "budget_met_s": round(budget_met - t0) if budget_met else None,
         "counted": len(counted),
         "states": dict(states),
         "duplicates": sum(n - 1 for n in configs.values()),
@@ -202,7 +223,6 @@ def main() -> int:
         "workdir": str(work),
     }
     print(json.dumps(result, indent=1), flush=True)
-    server.stop()
     return 0
 
 

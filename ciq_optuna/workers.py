@@ -7,17 +7,20 @@ worker loads it, rebuilds the objective from the metadata, and runs ``study.opti
 
 Counting the budget: see :mod:`ciq_optuna.study.budget`.
 
-Limits. A worker that is alive but hung keeps sending heartbeats, so its trial stays RUNNING:
-the evaluation timeout (``run_isolated``) is what ends it. A killed worker's trial is failed
-``grace_period`` seconds after its last heartbeat, and only when another worker starts a trial
-or waits for one. A lost database connection (server restart) is retried for
-``reconnect_timeout`` seconds; the trial in flight at that moment is failed by heartbeat and
-retried.
+Leases (:mod:`ciq_optuna.study.leases`). Whatever a worker holds across processes (the
+planning lock, a RUNNING trial with its budget slot and its claimed configuration) has a lease
+the live worker renews; a worker that dies costs at most one lease period (the trial's
+``grace_period``), after which any other worker fails its trial and queues the configuration
+again. A worker that is alive but hung keeps renewing, so its trial stays RUNNING: the
+evaluation timeout (``run_isolated``) is what ends it. A lost database (server restart or
+outage) is retried by every storage call for ``reconnect_timeout`` seconds
+(:class:`ciq_optuna.study.storage.ResilientRDBStorage`); the trials in flight are told when the
+database is back.
 
 Duplicates. A sampler that never proposes a configuration already in the study (GeneticSampler)
 reads the trials, then records its plan; two workers doing that at once could pick the same
-configuration. The worker makes that step exclusive across all workers of the study (a
-PostgreSQL advisory lock, or ``flock`` next to a SQLite file).
+configuration. The worker makes that step exclusive across all workers of the study (the
+planning lock: a leased PostgreSQL advisory lock, or ``flock`` next to a SQLite file).
 
 Objectives. ``register_objective_factory(kind, factory)`` maps the ``kind`` of the study's
 ``objective`` user attribute to ``factory(study) -> objective``; kinds not registered are built
@@ -55,6 +58,7 @@ from ciq_optuna.study.leases import locked_sampler
 from ciq_optuna.study.storage import (
     DEFAULT_RECONNECT_TIMEOUT_S,
     DEFAULT_STORAGE_FILE,
+    is_connection_error,
     redact,
     resolve_storage,
     scrub,
@@ -272,7 +276,9 @@ def run_worker(
             now = time.monotonic()
             lost_since = lost_since or now
             reason = scrub(storage_reason(exc), storage_url)
-            if now - lost_since > reconnect_timeout:
+            # a lost connection was already retried for reconnect_timeout by the storage itself
+            retried = getattr(storage, "reconnect_timeout", 0) > 0 and is_connection_error(exc)
+            if retried or now - lost_since > reconnect_timeout:
                 raise CiqError(f"lost the database {shown} for {reconnect_timeout:.0f} s: {reason}") from None
             _logger.warning("database %s unavailable (%s); retrying", shown, reason)
             study = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
 from ciq_optuna.cli.types import positive_float, positive_int
@@ -167,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
         warm_start=args.warm_start,
         warm_from=args.warm_from,
     )
+    # one prefixed line per warning (e.g. "database ... unavailable (...); retrying")
+    logging.basicConfig(level=logging.WARNING, format="ciq-optuna tune: %(message)s")
     result = tune(config)
     s = result.stats
     print()

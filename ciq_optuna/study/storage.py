@@ -8,11 +8,13 @@ One study is one Optuna RDB, shared by every worker:
   optuna-dashboard and ``sqlite3`` read, at a fraction of the per-trial overhead
   (see BENCHMARKS.md, "Workers and storage").
 - PostgreSQL (workers on several processes or machines): ``pool_pre_ping`` so that a worker
-  re-opens its connections after the server restarts.
+  re-opens its connections after the server restarts, and every call retried while the server
+  is away (:class:`ResilientRDBStorage`).
 
-Both get heartbeats: a RUNNING trial whose worker stops sending them (SIGKILL, power loss,
-network split) is failed after ``grace_period`` seconds by the next worker that asks for a
-trial, and its configuration is queued again (:class:`RetryHeartbeatStaleTrialCallback`).
+Both get heartbeats, the lease of a RUNNING trial: a trial whose worker stops sending them
+(SIGKILL, power loss, network split) is failed after ``grace_period`` seconds by the next worker
+that asks for a trial, and its configuration is queued again
+(:class:`RetryHeartbeatStaleTrialCallback`).
 
 The URL comes from the argument, else the environment variable ``CIQ_OPTUNA_STORAGE``, else
 the default SQLite file. A URL may carry a password: show it only through :func:`redact`.
