@@ -26,7 +26,7 @@ from optuna.trial import TrialState
 from test_workers_processes import outputs, start_worker
 
 from ciq_optuna.study.budget import budget_status
-from ciq_optuna.study.leases import TEST_PAUSE_ENV
+from ciq_optuna.study.leases import PLAN_LOCK_LEASE_S, PLAN_LOCK_RENEW_S, TEST_PAUSE_ENV, PlanLock
 from ciq_optuna.study.storage import resolve_storage
 
 pytestmark = pytest.mark.postgres
@@ -142,3 +142,38 @@ def test_workers_ride_out_a_30_s_database_outage(postgres_server, postgres_db_ur
 
 def test_sigkills_and_a_database_outage_at_once(postgres_server, postgres_db_url, tmp_path) -> None:
     _run(postgres_server, postgres_db_url, tmp_path, kills=4, outage_s=30, seed=3)
+
+
+def test_planning_lock_is_renewed_by_a_live_owner_and_expires_when_it_stops(
+    postgres_db_url, tmp_path
+) -> None:
+    """A worker paused inside the planning lock (test hook) keeps it while it renews the lease;
+    once it is stopped (SIGSTOP: alive, silent, its connection open) the lock is free again
+    within one lease period."""
+    log = tmp_path / "evaluations.jsonl"
+    storage = resolve_storage(postgres_db_url, default_path=tmp_path / "unused.db")
+    objectives.create_study(storage, "lease", budget=4, pool_size=2, sleep=0.2, log=log)
+    owner = start_worker(postgres_db_url, "lease", tmp_path, name="owner", env={TEST_PAUSE_ENV: "600"})
+    acquired: list[float] = []
+    try:
+        deadline = time.monotonic() + 120
+        while "inside the planning lock" not in (tmp_path / "owner.out").read_text():
+            assert time.monotonic() < deadline and owner.poll() is None, outputs(tmp_path)
+            time.sleep(0.2)
+        lock = PlanLock(storage, "lease")
+
+        def take() -> None:
+            with lock.held():
+                acquired.append(time.monotonic())
+
+        waiter = threading.Thread(target=take, daemon=True)
+        waiter.start()
+        time.sleep(PLAN_LOCK_LEASE_S + 3)
+        assert not acquired  # the live owner renewed its lease
+        owner.send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        waiter.join(PLAN_LOCK_LEASE_S + 20)
+        assert acquired and acquired[0] - stopped <= PLAN_LOCK_LEASE_S + PLAN_LOCK_RENEW_S + 5
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()

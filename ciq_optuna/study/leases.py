@@ -84,6 +84,7 @@ class PlanLock:
         self._url = url if engine is not None and engine.dialect.name == "postgresql" else None
         self._engine: sqlalchemy.Engine | None = None
         self._conn: sqlalchemy.Connection | None = None
+        self._leased = True
         path = sqlite_path(url) if url else None
         self._file = path.with_name(path.name + ".lock") if path is not None else None
 
@@ -134,8 +135,12 @@ class PlanLock:
             raise
 
     def _acquire(self) -> None:
-        lease_ms = int(PLAN_LOCK_LEASE_S * 1000)
-        self._execute(f"SET idle_session_timeout = {lease_ms}")
+        if self._leased:
+            try:
+                self._execute(f"SET idle_session_timeout = {int(PLAN_LOCK_LEASE_S * 1000)}")
+            except sqlalchemy.exc.ProgrammingError:  # PostgreSQL before 14
+                self._leased = False
+                _logger.warning("the server has no idle_session_timeout: the planning lock has no lease")
         self._execute("SELECT pg_advisory_lock(:k)")
 
     @contextlib.contextmanager
@@ -151,7 +156,8 @@ class PlanLock:
             keeper.join()
             try:
                 self._execute("SELECT pg_advisory_unlock(:k)")
-                self._execute("SET idle_session_timeout = 0")
+                if self._leased:
+                    self._execute("SET idle_session_timeout = 0")
             except Exception as exc:  # the session is gone, and the lock with it
                 _logger.debug("planning lock on %s released with its session: %s", redact(self._url), exc)
 
