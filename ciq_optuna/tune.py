@@ -39,7 +39,13 @@ from ciq_optuna.space.files import find_space
 from ciq_optuna.space.search import Candidate, SearchSpace
 from ciq_optuna.store import add_to_store, check_store
 from ciq_optuna.study.budget import budget_status, gated_objective
-from ciq_optuna.study.leases import locked_sampler
+from ciq_optuna.study.leases import (
+    MAX_TAKEN_AWAY,
+    POLL_INTERVAL_S,
+    fail_stale,
+    locked_sampler,
+    trial_taken_away,
+)
 from ciq_optuna.study.metadata import (
     create_or_load,
     default_study_name,
@@ -445,8 +451,6 @@ def _until_budget(study: optuna.Study, objective: Any, budget: int, jobs: int, c
     (one of them may die and its trial must be retried), and carries on when one of its own
     trials was failed by another process after its lease expired.
     """
-    from ciq_optuna.workers import MAX_TAKEN_AWAY, POLL_INTERVAL_S, fail_stale, trial_taken_away
-
     taken_away = 0
     while True:
         status = budget_status(study)

@@ -34,7 +34,6 @@ import logging
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -54,7 +53,13 @@ from ciq_optuna.study.budget import (
     gated_objective,
     one_line,
 )
-from ciq_optuna.study.leases import locked_sampler
+from ciq_optuna.study.leases import (
+    MAX_TAKEN_AWAY,
+    POLL_INTERVAL_S,
+    fail_stale,
+    locked_sampler,
+    trial_taken_away,
+)
 from ciq_optuna.study.storage import (
     DEFAULT_RECONNECT_TIMEOUT_S,
     DEFAULT_STORAGE_FILE,
@@ -68,10 +73,6 @@ from ciq_optuna.study.storage import (
 ObjectiveFactory = Callable[[optuna.Study], Objective]
 SamplerFactory = Callable[[optuna.Study], optuna.samplers.BaseSampler]
 
-#: Seconds between two looks at the study while other workers hold the remaining budget.
-POLL_INTERVAL_S = 1.0
-#: How many times a worker continues after a trial was finished under it (then it stops).
-MAX_TAKEN_AWAY = 20
 
 _logger = logging.getLogger("ciq_optuna.workers")
 _objective_factories: dict[str, ObjectiveFactory] = {}
@@ -174,13 +175,6 @@ def _load(storage: optuna.storages.BaseStorage, study_name: str, shown_url: str)
     return optuna.load_study(
         study_name=study_name, storage=storage, sampler=locked_sampler(sampler, storage, study_name)
     )
-
-
-def fail_stale(study: optuna.Study) -> None:
-    """Fail the RUNNING trials whose lease expired and queue their configurations again."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        optuna.storages.fail_stale_trials(study)
 
 
 def run_worker(
@@ -313,21 +307,6 @@ def storage_reason(exc: BaseException) -> str:
         current = current.__cause__ or current.__context__
     orig = getattr(root, "orig", None) or root
     return one_line(orig)
-
-
-def trial_taken_away(exc: BaseException) -> bool:
-    """Optuna could not record a trial because it is already finished: another worker failed it
-    as stale (its heartbeats were lost) while this one was still evaluating it."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, (ValueError, optuna.exceptions.UpdateFinishedTrialError)) and (
-            "Cannot tell a" in str(current) or isinstance(current, optuna.exceptions.UpdateFinishedTrialError)
-        ):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
 
 
 def is_storage_error(exc: BaseException) -> bool:

@@ -30,6 +30,7 @@ import socket
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,6 +41,10 @@ from optuna.trial import FrozenTrial
 
 from ciq_optuna.study.storage import redact, sqlite_path
 
+#: Seconds between two looks at the study while other workers hold the remaining budget.
+POLL_INTERVAL_S = 1.0
+#: How many times a worker continues after a trial was finished under it (then it stops).
+MAX_TAKEN_AWAY = 20
 #: Seconds after which the planning lock of a silent owner is released (PostgreSQL).
 PLAN_LOCK_LEASE_S = 10.0
 #: Test hook (environment variable): seconds to sleep while holding the planning lock.
@@ -216,3 +221,25 @@ def _test_pause_in_plan_lock() -> None:
     if raw:
         print(f"test hook: pausing {raw} s inside the planning lock", file=sys.stderr, flush=True)
         time.sleep(float(raw))
+
+
+def fail_stale(study: optuna.Study) -> None:
+    """Fail the RUNNING trials whose lease expired and queue their configurations again."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+
+
+def trial_taken_away(exc: BaseException) -> bool:
+    """Optuna could not record a trial because it is already finished: another worker failed it
+    as stale (its heartbeats were lost) while this one was still evaluating it."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (ValueError, optuna.exceptions.UpdateFinishedTrialError)) and (
+            "Cannot tell a" in str(current) or isinstance(current, optuna.exceptions.UpdateFinishedTrialError)
+        ):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
