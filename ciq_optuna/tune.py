@@ -269,7 +269,13 @@ def check_baseline(objective: CompileObjective) -> dict[str, float]:
 
 def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = None) -> TuneResult:
     """Run (or resume) a tuning study; see the module docstring."""
-    from ciq_optuna.study.storage import DEFAULT_STORAGE_FILE, redact, resolve_storage, storage_url
+    from ciq_optuna.study.storage import (
+        DEFAULT_STORAGE_FILE,
+        is_connection_error,
+        redact,
+        resolve_storage,
+        storage_url,
+    )
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -321,6 +327,13 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
         _fail_interrupted(study, in_flight)
         raise CiqError(
             "interrupted: the finished trials are saved; run the same command again to continue"
+        ) from None
+    except Exception as exc:
+        if not is_connection_error(exc):
+            raise
+        raise CiqError(
+            f"lost the database {storage_shown} for {getattr(storage, 'reconnect_timeout', 0):.0f} s; "
+            "the finished trials are saved: run the same command again to continue"
         ) from None
     result = finish(study, meta, objective, config, storage_shown)
     if store_key is not None:
