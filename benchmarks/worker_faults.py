@@ -203,6 +203,10 @@ def _scenario(args: argparse.Namespace, rng: random.Random, server) -> int:
     ]
     counted += [t for t in trials if t.state.name == "FAIL" and "error" in t.user_attrs]
     configs = collections.Counter(json.dumps(t.params, sort_keys=True) for t in counted)
+    plans = collections.Counter(
+        json.dumps(json.loads(t.system_attrs.get("GeneticSampler:key", "null")) or t.number, sort_keys=True)
+        for t in counted
+    )
     tail = {label: path.read_text().strip().splitlines()[-3:] for label, path in logs.items()}
     result = {
         "objective": args.objective,
@@ -219,6 +223,8 @@ def _scenario(args: argparse.Namespace, rng: random.Random, server) -> int:
         "counted": len(counted),
         "states": dict(states),
         "duplicates": sum(n - 1 for n in configs.values()),
+        # the same parameters from distinct sampler plans (conditional controls) vs the same plan
+        "duplicate_plans": sum(n - 1 for n in plans.values()),
         "last_lines": tail,
         "workdir": str(work),
     }
