@@ -95,6 +95,25 @@ class GeneticSampler(BaseGASampler):
     ``mutate_rate = 1 / number of genes with more than one value``.  The first resolved pool size is stored in the study so
     every worker uses the same one.
 
+    Stagnation: when no trial of three whole generations improved on the trials numbered before
+    it, the next generation restarts (half of it explores the region farthest from every
+    evaluated trial, failure-prone values avoided; later generations breed mostly from the
+    restart's own elite while the study's elite is kept), and a new restart follows every four
+    generations until something improves.  It is derived from the trial numbers and values in
+    storage, so every worker agrees; see :meth:`stagnation`.
+
+    Binary-aware search (compiler studies): when trials carry the user attribute ``binary_attr``
+    (``binary_hash``, filled by ciq-optuna's compile objective), the sampler learns which gene
+    value changes left the binary unchanged (pairs of compiled trials that differ in one or two
+    genes and gave the same binary; a one-gene difference that changed the binary splits that
+    change off).  When the configuration it proposes can only give a binary already compiled,
+    it sets the trial's user attributes ``predicted_binary``, ``predicted_from`` (the number of
+    a trial that compiled it) and ``skip_compile`` (True, except for one prediction in ten,
+    compiled as a check; a check that gives another binary splits the value changes involved).
+    An objective that honours ``skip_compile`` returns trial ``predicted_from``'s values without
+    compiling and sets ``skipped_compile`` (such trials are not used as evidence).  Studies
+    without the attribute behave exactly as before.
+
     Multi-objective studies are ranked by non-dominated sorting then crowding distance
     (NSGA-II's order); :func:`ciq_optuna.samplers.make_sampler` returns this sampler for any number
     of objectives (the multi-objective replay in BENCHMARKS.md compares it with NSGA-II).
@@ -106,6 +125,8 @@ class GeneticSampler(BaseGASampler):
         crossover: ``"uniform"``, ``"onepoint"``, ``"twopoint"`` or ``"none"`` (mutation only).
         crossover_prob: probability that a child is a crossover of two parents.
         seed: random seed.
+        binary_attr: trial user attribute holding the code hash of the trial's binary (None:
+            never predict binaries).
     """
 
     def __init__(
