@@ -36,9 +36,9 @@ _ENUMERATE_LIMIT = 200_000
 # without improvement, then a new restart every _EPOCH_GENS generations while none comes.
 _STALL_GENS = 3
 _EPOCH_GENS = 4
-_EPOCH_GLOBAL = 0.25  # share of a restart epoch's children still bred from the global elite
+_EPOCH_GLOBAL = 0.75  # share of a restart epoch's children still bred from the global elite
 _EXPLORE_CANDIDATES = 256
-_EXPLORE_SHARE = 0.5  # share of a restart's first generation that explores
+_EXPLORE_SHARE = 0.25  # share of a restart's first generation that explores
 # Binary-aware search: share of predicted repeats compiled anyway, so a wrong prediction is caught.
 _CHECK_RATE = 0.1
 
@@ -96,10 +96,10 @@ class GeneticSampler(BaseGASampler):
     every worker uses the same one.
 
     Stagnation: when no trial of three whole generations improved on the trials numbered before
-    it, the next generation restarts (half of it explores the region farthest from every
-    evaluated trial, failure-prone values avoided; later generations breed mostly from the
-    restart's own elite while the study's elite is kept), and a new restart follows every four
-    generations until something improves.  It is derived from the trial numbers and values in
+    it, the next generation restarts (a quarter of it explores the region farthest from every
+    evaluated trial, failure-prone values avoided; in later generations a quarter of the children
+    breed from the restart's own elite, the rest from the study's elite, which is kept), and a new
+    restart follows every four generations until something improves.  It is derived from the trial numbers and values in
     storage, so every worker agrees; see :meth:`stagnation`.
 
     Binary-aware search (compiler studies): when trials carry the user attribute ``binary_attr``
@@ -432,11 +432,11 @@ class GeneticSampler(BaseGASampler):
         None) for ``generation`` (default: the generation of the next trial).
 
         The search has stagnated when no trial of ``_STALL_GENS`` whole generations improved on
-        the trials before it.  The next generation then restarts: half of it explores the part
-        of the space farthest from every evaluated trial (failure-prone values avoided), and the
-        following generations breed mostly from the best trials of the restart (an elite of
-        their own, so a new basin has time to develop), a quarter still from the study's elite,
-        which is kept.  While nothing improves, a new restart follows every ``_EPOCH_GENS``
+        the trials before it.  The next generation then restarts: a quarter of it explores the
+        part of the space farthest from every evaluated trial (failure-prone values avoided), and
+        in the following generations a quarter of the children breed from the best trials of the
+        restart (an elite of their own, so a new basin has time to develop), the rest from the
+        study's elite, which is kept.  While nothing improves, a new restart follows every ``_EPOCH_GENS``
         generations; the first improvement ends the restart.  Everything is derived from the
         trials in storage (numbers and values), so all workers agree.
         """
