@@ -116,6 +116,8 @@ def random_expectation(sorted_times: np.ndarray, n_total: int, budget: int) -> f
 def build_sampler(name: str, seed: int, n_objectives: int = 1) -> optuna.samplers.BaseSampler:
     """The samplers compared in the benchmark, by short name."""
     s = optuna.samplers
+    if name.startswith("genetic:"):  # a variant for tuning, e.g. genetic:stall=3+epoch=4
+        return genetic_variant(name, seed)
     if name == "genetic":
         from ciq_optuna.samplers import GeneticSampler
 
@@ -143,6 +145,30 @@ def build_sampler(name: str, seed: int, n_objectives: int = 1) -> optuna.sampler
     if name == "gp":
         return s.GPSampler(seed=seed)
     raise SystemExit(f"error: unknown sampler {name!r}")
+
+
+GENETIC_KNOBS = {
+    "stall": "_stall_gens",
+    "epoch": "_epoch_gens",
+    "eglobal": "_epoch_global",
+    "explore": "_explore_share",
+}
+
+
+def genetic_variant(name: str, seed: int) -> optuna.samplers.BaseSampler:
+    """GeneticSampler with internal constants changed: ``genetic:stall=3+epoch=4+explore=0.5``
+    (``stall=0`` turns restarts off)."""
+    from ciq_optuna.samplers import GeneticSampler
+
+    sampler = GeneticSampler(seed=seed)
+    for item in name.split(":", 1)[1].split("+"):
+        key, value = item.split("=")
+        if key not in GENETIC_KNOBS:
+            raise SystemExit(f"error: unknown GeneticSampler knob {key!r} (known: {', '.join(GENETIC_KNOBS)})")
+        setattr(sampler, GENETIC_KNOBS[key], float(value) if "." in value else int(value))
+    if sampler._stall_gens == 0:
+        sampler._stall_gens = 10**9
+    return sampler
 
 
 def replay(
@@ -289,7 +315,32 @@ def so_table(rows: list[dict], budgets: Iterable[int] = BUDGETS) -> dict:
             cell["frac"].append(st[0] / best)
             cell["fail"].append(sum(x is None for x in used) / max(1, len(used)))
         d.setdefault("seconds", []).append(r["seconds"] / max(1, len(r["results"])))
+        flat = at_budget(curve, 200) == at_budget(curve, 400)
+        d.setdefault("flat", []).append(flat)
+        d.setdefault("flat_below", []).append(flat and at_budget(curve, 400) > st[0])
     return out
+
+
+def loo_table(rows: list[dict], candidates: list[str], budgets: Iterable[int] = (50, 100, 200, 400)) -> list[str]:
+    """Leave one dataset out: for each dataset, the candidate with the best mean score over the
+    other datasets (mean over ``budgets``), and that candidate's scores on the held-out one."""
+    so = so_table(rows)
+    budgets = list(budgets)
+
+    def mean_score(ds: str, cand: str) -> float:
+        return float(np.mean([np.mean(so[ds][cand][b]["score"]) for b in budgets]))
+
+    datasets = sorted(d for d in so if all(c in so[d] for c in candidates))
+    lines = [
+        "| held-out dataset | chosen on the other datasets | " + " | ".join(f"held-out score at {b}" for b in budgets) + " |",
+        "|---|---|" + "---|" * len(budgets),
+    ]
+    for held in datasets:
+        train = [d for d in datasets if d != held]
+        best = max(candidates, key=lambda c: np.mean([mean_score(d, c) for d in train]))
+        cells = [f"{np.mean(so[held][best][b]['score']):.3f}" for b in budgets]
+        lines.append(f"| {held} | {best} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def hv2d(points: np.ndarray, ref: np.ndarray) -> float:
@@ -368,11 +419,29 @@ def cmd_report(args: argparse.Namespace) -> None:
         lines.append("| dataset | sampler | seeds | " + " | ".join(str(b) for b in BUDGETS) + " |")
         lines.append("|---|---|---|" + "---|" * len(BUDGETS))
         for ds in sorted(so):
-            for sname in [s for s in (*SO_SAMPLERS, "gp") if s in so[ds]]:
+            for sname in [s for s in (*SO_SAMPLERS, "gp") if s in so[ds]] + sorted(
+                s for s in so[ds] if s not in (*SO_SAMPLERS, "gp")
+            ):
                 d = so[ds][sname]
                 n = len(d[BUDGETS[0]]["score"])
                 cells = [fmt(d[b][metric]) if b in d else "" for b in BUDGETS]
                 lines.append(f"| {ds} | {sname} | {n} | " + " | ".join(cells) + " |")
+    if so:
+        lines.append("\n**stagnation: share of seeds whose best did not change from 200 to 400 evaluations "
+                     "(in brackets: and still above the optimum)**\n")
+        lines.append("| dataset | sampler | seeds | same best at 200 and 400 |")
+        lines.append("|---|---|---|---|")
+        for ds in sorted(so):
+            for sname in [s for s in (*SO_SAMPLERS, "gp") if s in so[ds]] + sorted(
+                s for s in so[ds] if s not in (*SO_SAMPLERS, "gp")
+            ):
+                d = so[ds][sname]
+                lines.append(
+                    f"| {ds} | {sname} | {len(d['flat'])} | {np.mean(d['flat']):.2f} ({np.mean(d['flat_below']):.2f}) |"
+                )
+    if args.loo:
+        lines.append("\n**leave one dataset out**\n")
+        lines += loo_table(rows, args.loo.split(";"))
     mo = mo_table(rows)
     if mo:
         lines.append("\n**hypervolume / true front's hypervolume (mean over seeds)**\n")
@@ -441,6 +510,7 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("report", help="markdown tables from result files")
     p.add_argument("--results", nargs="+", required=True)
     p.add_argument("--timing", help="JSON-lines file written by the timing command")
+    p.add_argument("--loo", help="candidate samplers separated by ';': leave-one-dataset-out choice")
     t = sub.add_parser("timing", help="sampler time per trial")
     t.add_argument("--dataset", default="gemm_RTX_3090")
     t.add_argument("--samplers", default="genetic,nsga2,random")

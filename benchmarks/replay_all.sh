@@ -11,6 +11,9 @@ run="nice -n 10 python benchmarks/replay.py"
 # single objective: every sampler once to 400 evaluations per seed (budgets read off the curve)
 $run run --out $R/replay_so.jsonl.gz --samplers genetic,random,tpe,tpe_mv,tpe_indep,nsga2,qmc,qmc_default \
   --seeds 50 --budget 400 --jobs 2
+# restarts on stagnation: the setting before the default and the default (GeneticSampler variants)
+$run run --out $R/replay_so_restarts.jsonl.gz \
+  --samplers 'genetic:stall=3+epoch=4,genetic:stall=3+epoch=4+explore=0.25+eglobal=0.75' --seeds 50 --budget 400 --jobs 2
 # multi-objective (time, compile_time)
 $run run --out $R/replay_mo.jsonl.gz --objectives 2 --samplers genetic_mo,nsga2_16,random,tpe,tpe_mv,nsga2 \
   --seeds 50 --budget 400 --jobs 2
@@ -22,3 +25,8 @@ $run timing --dataset gemm_RTX_3090 --samplers genetic,nsga2,random,tpe --trials
 $run timing --dataset gemm_RTX_3090 --samplers genetic,nsga2,random,tpe --trials 5000 --repeat 1 --out $R/timing.jsonl
 # tables
 python benchmarks/replay.py report --results $R/replay_so.jsonl.gz $R/replay_mo.jsonl.gz --timing $R/timing.jsonl
+python benchmarks/replay.py report --results $R/replay_so.jsonl.gz $R/replay_so_restarts.jsonl.gz \
+  --loo 'genetic;genetic:stall=3+epoch=4;genetic:stall=3+epoch=4+explore=0.25+eglobal=0.75'
+# compile landscapes of the example kernels (real ptxas, cached) and the binary-aware replay on them
+nice -n 10 python benchmarks/compile_landscape.py enumerate --jobs 2
+nice -n 10 python benchmarks/compile_landscape.py replay --seeds 10

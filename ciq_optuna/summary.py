@@ -27,19 +27,24 @@ def baseline_trial(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
 def best_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     """The best trial, or the Pareto front for several objectives (one trial per point).
 
-    Among equally good trials the one with the fewest flags wins (then the earliest), so the
-    ACF carries no control that does not earn its place.
+    Among equally good trials a compiled one wins over one whose compile was skipped on a
+    prediction, then the one with the fewest flags (then the earliest), so the ACF carries no
+    control that does not earn its place.
     """
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not complete:
         return []
     if len(study.directions) == 1:
         sign = 1.0 if study.direction == optuna.study.StudyDirection.MINIMIZE else -1.0
-        return [min(complete, key=lambda t: (sign * t.value, len(t.user_attrs.get("flags", [])), t.number))]
+        return [min(complete, key=lambda t: (sign * t.value, *_tie_break(t)))]
     simplest: dict[tuple[float, ...], optuna.trial.FrozenTrial] = {}
-    for t in sorted(study.best_trials, key=lambda t: (len(t.user_attrs.get("flags", [])), t.number)):
+    for t in sorted(study.best_trials, key=_tie_break):
         simplest.setdefault(tuple(t.values), t)  # one trial per Pareto point: the one with fewest flags
     return sorted(simplest.values(), key=lambda t: t.number)
+
+
+def _tie_break(t: optuna.trial.FrozenTrial) -> tuple[bool, int, int]:
+    return (bool(t.user_attrs.get("skipped_compile")), len(t.user_attrs.get("flags", [])), t.number)
 
 
 #: How a metric the compiler did not report shows in the summary table.

@@ -31,6 +31,7 @@ from ciq_optuna.objectives.command import CommandMeasure
 from ciq_optuna.objectives.compile import CompileObjective, Measure, TrialFailed
 from ciq_optuna.objectives.metrics import COMPILE_METRICS, check_metric_names, compile_metrics
 from ciq_optuna.objectives.triton import RUNTIME_METRICS
+from ciq_optuna.objectives.work_saved import record_work_saved
 from ciq_optuna.samplers import make_sampler
 from ciq_optuna.simplify import simplify
 from ciq_optuna.space.compiler_space import CompilerSpace
@@ -505,6 +506,7 @@ def finish(
     best = best_trials(study)
     baseline = baseline_trial(study)
     stats = dedup_stats(study)
+    stats["work_saved"] = record_work_saved(study)
     if not best:
         raise CiqError(
             f"no trial of study {study.study_name!r} completed ({stats['failed']} failed): "

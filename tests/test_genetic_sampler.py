@@ -329,3 +329,24 @@ def test_worker_processes_on_sqlite_never_repeat_a_configuration(tmp_path) -> No
     trials = optuna.load_study(study_name="procs", storage=storage).trials
     assert len(trials) == 33 and all(t.state == TrialState.COMPLETE for t in trials)
     assert len({_config(t) for t in trials}) == 33  # 40 configurations exist
+
+
+def test_stagnation_restarts_are_derived_from_storage() -> None:
+    """A plateau: no trial improves on trial 0, so after 3 whole generations a restart begins,
+    every 4 generations another; a second sampler reading the same study agrees."""
+
+    def plateau(trial: optuna.Trial) -> float:
+        return 1.0 + 0.0 * sum(trial.suggest_int(n, 0, 9) for n in "abc")
+
+    storage = optuna.storages.InMemoryStorage()
+    sampler = GeneticSampler(pool_size=8, seed=0)
+    study = optuna.create_study(storage=storage, sampler=sampler)
+    study.optimize(plateau, n_trials=80)
+    assert sampler.stagnation(study, 3) == (2, None)
+    assert sampler.stagnation(study, 4) == (3, 4)
+    assert sampler.stagnation(study, 9) == (8, 8)
+    other = GeneticSampler(pool_size=8, seed=5)
+    again = optuna.load_study(study_name=study.study_name, storage=storage, sampler=other)
+    assert other.stagnation(again) == sampler.stagnation(study) == (9, 8)
+    assert len({_config(t) for t in study.trials}) == 80
+    assert Counter(t.user_attrs["generation"] for t in study.trials) == {g: 8 for g in range(10)}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ciq_optuna.cli.types import positive_float, positive_int
 from ciq_optuna.objectives.metrics import COMPILE_METRICS
+from ciq_optuna.objectives.work_saved import format_work_saved
 from ciq_optuna.tune import TuneConfig, tune
 
 
@@ -178,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
         f"trials: {s['trials']} ({s['complete']} complete, {s['failed']} failed{simplified}); "
         f"distinct binaries: {s['distinct_binaries']}; measurements reused: {s['reused_measurements']}"
     )
+    print(format_work_saved(s["work_saved"]))
     if result.baseline is None:
         print("(no baseline trial in this study: the compiler-default configuration did not complete)")
     multi = len(result.study.directions) > 1

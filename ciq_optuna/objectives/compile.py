@@ -4,6 +4,13 @@ One trial: suggest -> render flags -> compile (its own process, killed on timeou
 metrics -> (optional) measure the binary with the user's command, callable or GPU harness ->
 record everything on the trial. Many candidates compile to the same code; a binary whose
 measurement already exists in the study reuses it (``reused_from``) instead of measuring again.
+
+Binary-aware sampling (the hook): a sampler that predicts a candidate can only give a binary the
+study already compiled sets the trial's user attributes ``predicted_binary``, ``predicted_from``
+(a trial number) and ``skip_compile``; the objective then neither compiles nor measures, records
+``skipped_compile`` and returns the values of trial ``predicted_from``.  Without ``skip_compile``
+(a rare check of a prediction) it compiles and records whether the prediction held
+(``prediction_ok``).  The GeneticSampler learns its predictions from ``binary_hash``.
 """
 
 from __future__ import annotations
@@ -113,6 +120,9 @@ class CompileObjective:
         candidate = self.space.suggest(trial)
         trial.set_user_attr("flags", self.command_flags(candidate))
         trial.set_user_attr("compiler_version", self.compiler.info.version)
+        reused = self._predicted_values(trial)
+        if reused is not None:
+            return reused
         with tempfile.TemporaryDirectory(prefix="ciq-trial-") as tmp:
             result = self.compile(candidate, Path(tmp) / "out.cubin")
             if not result.ok:
@@ -131,6 +141,8 @@ class CompileObjective:
                 trial.set_user_attr("error", msg)
                 raise TrialFailed(msg)
         trial.set_user_attr("binary_hash", result.code_hash)
+        if "predicted_binary" in trial.user_attrs:
+            trial.set_user_attr("prediction_ok", trial.user_attrs["predicted_binary"] == result.code_hash)
         trial.set_user_attr("cubin_sha256", result.raw_sha256)
         trial.set_user_attr("metrics", metrics)
         trial.set_user_attr("reused", False)
@@ -154,6 +166,35 @@ class CompileObjective:
                 raise TrialFailed(msg)
             out.append(float(value))
         return out[0] if len(out) == 1 else tuple(out)
+
+    def _predicted_values(self, trial: optuna.Trial) -> float | tuple[float, ...] | None:
+        """The values of the trial whose binary the sampler predicted for this one, when it asked
+        to skip the compile and that trial did compile to the predicted binary; else None."""
+        attrs = trial.user_attrs
+        if not attrs.get("skip_compile"):
+            return None
+        number = attrs.get("predicted_from")
+        source = next(
+            (
+                t
+                for t in trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+                if t.number == number
+            ),
+            None,
+        )
+        if (
+            source is None
+            or source.user_attrs.get("binary_hash") != attrs.get("predicted_binary")
+            or source.values is None
+            or len(source.values) != len(self.metrics)
+        ):
+            return None
+        trial.set_user_attr("skipped_compile", True)
+        for key in ("metrics", "measured"):
+            if key in source.user_attrs:
+                trial.set_user_attr(key, source.user_attrs[key])
+        values = tuple(float(v) for v in source.values)
+        return values[0] if len(values) == 1 else values
 
     def _measured(
         self, trial: optuna.Trial, candidate: Candidate, code_hash: str, cubin: Path

@@ -18,6 +18,7 @@ from optuna.study import Study, StudyDirection
 from optuna.study._multi_objective import _fast_non_domination_rank
 from optuna.trial import FrozenTrial, TrialState
 
+from ciq_optuna.samplers._binaries import BinaryModel
 from ciq_optuna.samplers._genes import Gene
 
 _LOG = logging.getLogger("ciq_optuna.samplers")
@@ -31,6 +32,15 @@ _MIN_FRESH = 6
 _NICHE_RADIUS = 1.0
 _SURROGATE_WINDOW = 256
 _ENUMERATE_LIMIT = 200_000
+# Stagnation (see GeneticSampler.stagnation): a restart after this many whole generations
+# without improvement, then a new restart every _EPOCH_GENS generations while none comes.
+_STALL_GENS = 3
+_EPOCH_GENS = 4
+_EPOCH_GLOBAL = 0.75  # share of a restart epoch's children still bred from the global elite
+_EXPLORE_CANDIDATES = 256
+_EXPLORE_SHARE = 0.25  # share of a restart's first generation that explores
+# Binary-aware search: share of predicted repeats compiled anyway, so a wrong prediction is caught.
+_CHECK_RATE = 0.1
 
 
 class _Exhausted:
@@ -85,6 +95,25 @@ class GeneticSampler(BaseGASampler):
     ``mutate_rate = 1 / number of genes with more than one value``.  The first resolved pool size is stored in the study so
     every worker uses the same one.
 
+    Stagnation: when no trial of three whole generations improved on the trials numbered before
+    it, the next generation restarts (a quarter of it explores the region farthest from every
+    evaluated trial, failure-prone values avoided; in later generations a quarter of the children
+    breed from the restart's own elite, the rest from the study's elite, which is kept), and a new
+    restart follows every four generations until something improves.  It is derived from the trial numbers and values in
+    storage, so every worker agrees; see :meth:`stagnation`.
+
+    Binary-aware search (compiler studies): when trials carry the user attribute ``binary_attr``
+    (``binary_hash``, filled by ciq-optuna's compile objective), the sampler learns which gene
+    value changes left the binary unchanged (pairs of compiled trials that differ in one or two
+    genes and gave the same binary; a one-gene difference that changed the binary splits that
+    change off).  When the configuration it proposes can only give a binary already compiled,
+    it sets the trial's user attributes ``predicted_binary``, ``predicted_from`` (the number of
+    a trial that compiled it) and ``skip_compile`` (True, except for one prediction in ten,
+    compiled as a check; a check that gives another binary splits the value changes involved).
+    An objective that honours ``skip_compile`` returns trial ``predicted_from``'s values without
+    compiling and sets ``skipped_compile`` (such trials are not used as evidence).  Studies
+    without the attribute behave exactly as before.
+
     Multi-objective studies are ranked by non-dominated sorting then crowding distance
     (NSGA-II's order); :func:`ciq_optuna.samplers.make_sampler` returns this sampler for any number
     of objectives (the multi-objective replay in BENCHMARKS.md compares it with NSGA-II).
@@ -96,6 +125,8 @@ class GeneticSampler(BaseGASampler):
         crossover: ``"uniform"``, ``"onepoint"``, ``"twopoint"`` or ``"none"`` (mutation only).
         crossover_prob: probability that a child is a crossover of two parents.
         seed: random seed.
+        binary_attr: trial user attribute holding the code hash of the trial's binary (None:
+            never predict binaries).
     """
 
     def __init__(
@@ -107,6 +138,7 @@ class GeneticSampler(BaseGASampler):
         crossover: str = "uniform",
         crossover_prob: float = 0.5,
         seed: int | None = None,
+        binary_attr: str | None = "binary_hash",
     ) -> None:
         if pool_size is not None and pool_size < 2:
             raise ValueError("pool_size must be at least 2")
@@ -129,6 +161,13 @@ class GeneticSampler(BaseGASampler):
         self._random = RandomSampler(seed=None if seed is None else seed + 1)
         self._n_candidates = _N_CANDIDATES
         self._niche = _NICHE_RADIUS
+        self._stall_gens = _STALL_GENS
+        self._epoch_gens = _EPOCH_GENS
+        self._epoch_global = _EPOCH_GLOBAL
+        self._explore_share = _EXPLORE_SHARE
+        self._binary_attr = binary_attr
+        self._check_rate = _CHECK_RATE
+        self._avoid_repeats = False  # True: prefer children not predicted to repeat a binary
         self._lock = threading.RLock()
         self._plans: dict[int, dict[str, Any] | _Exhausted] = {}
         self._reset(None)
@@ -155,7 +194,10 @@ class GeneticSampler(BaseGASampler):
         self._pending: list[int] = []
         self._x = np.full((256, 16), math.nan)
         self._v = np.full((256, 1), math.nan)
+        self._num = np.full(256, -1, dtype=np.int64)
         self._n = 0
+        self._improve_cache: tuple[int, int] = (-1, -1)
+        self._binaries = BinaryModel()
         self._keys: set[tuple] = set()
         self._keys_d = 0
         self._rules: list[tuple[int, int, np.ndarray]] = []
@@ -186,11 +228,12 @@ class GeneticSampler(BaseGASampler):
                 row[j] = self._genes[name].encode(value)
         return row
 
-    def _add_row(self, params: dict[str, Any], values: np.ndarray) -> None:
+    def _add_row(self, params: dict[str, Any], values: np.ndarray, number: int) -> None:
         if self._n == self._x.shape[0]:
             grown = np.full((2 * self._x.shape[0], self._x.shape[1]), math.nan)
             grown[: self._n] = self._x
             self._x = grown
+            self._num = np.concatenate([self._num, np.full(self._n, -1, dtype=np.int64)])
             grown_v = np.full((2 * self._v.shape[0], self._v.shape[1]), math.nan)
             grown_v[: self._n] = self._v
             self._v = grown_v
@@ -199,6 +242,7 @@ class GeneticSampler(BaseGASampler):
         row = self._encode(params)
         self._x[self._n, : len(row)] = row
         self._v[self._n] = values
+        self._num[self._n] = number
         self._n += 1
         failed = bool(np.isnan(values[0]))
         self._n_failed += failed
@@ -243,10 +287,24 @@ class GeneticSampler(BaseGASampler):
                 v = signs * np.asarray(t.values, dtype=float)
                 if np.isfinite(v).all():
                     vals = v
-            self._add_row(t.params, vals)
+            self._add_row(t.params, vals, t.number)
+            if self._binary_attr is not None:
+                self._learn_binary(t)
         self._pending = pending
         self._seen_upto = len(trials)
         return trials
+
+    def _learn_binary(self, t: FrozenTrial) -> None:
+        """Binary evidence of a finished trial (the hook a compile objective fills)."""
+        attrs = t.user_attrs
+        binary = attrs.get(self._binary_attr)
+        if t.state != TrialState.COMPLETE or not isinstance(binary, str) or attrs.get("skipped_compile"):
+            return
+        row = self._x[self._n - 1, : len(self._names)]
+        predicted = attrs.get("predicted_binary")
+        if predicted is not None and predicted != binary and "predicted_from" in attrs:
+            self._binaries.wrong_prediction(row, int(attrs["predicted_from"]))
+        self._binaries.add(row, binary, t.number)
 
     def _tables(self) -> None:
         """Per-gene arrays used by the vectorised operators."""
@@ -341,6 +399,72 @@ class GeneticSampler(BaseGASampler):
         self._order_cache = (self._n, order)
         return order
 
+    # ------------------------------------------------------------------ stagnation
+
+    def _last_improvement(self) -> int:
+        """Number of the last trial that improved on every trial numbered before it (for several
+        objectives: that no earlier trial dominates or equals), -1 if none; from the finished
+        trials alone, so every worker of a study derives the same value."""
+        if self._improve_cache[0] == self._n:
+            return self._improve_cache[1]
+        v = self._v[: self._n]
+        ok = np.where(~np.isnan(v[:, 0]))[0]
+        last = -1
+        if len(ok):
+            ok = ok[np.argsort(self._num[ok], kind="stable")]
+            vo = v[ok]
+            if vo.shape[1] == 1:
+                prev = np.concatenate([[math.inf], np.minimum.accumulate(vo[:, 0])[:-1]])
+                better = np.where(vo[:, 0] < prev)[0]
+            else:
+                better = [
+                    i
+                    for i in range(len(vo))
+                    if not (np.all(vo[:i] <= vo[i], axis=1)).any()
+                ]
+            if len(better):
+                last = int(self._num[ok[better[-1]]])
+        self._improve_cache = (self._n, last)
+        return last
+
+    def stagnation(self, study: Study, generation: int | None = None) -> tuple[int, int | None]:
+        """(whole generations without improvement, first generation of the current restart or
+        None) for ``generation`` (default: the generation of the next trial).
+
+        The search has stagnated when no trial of ``_STALL_GENS`` whole generations improved on
+        the trials before it.  The next generation then restarts: a quarter of it explores the
+        part of the space farthest from every evaluated trial (failure-prone values avoided), and
+        in the following generations a quarter of the children breed from the best trials of the
+        restart (an elite of their own, so a new basin has time to develop), the rest from the
+        study's elite, which is kept.  While nothing improves, a new restart follows every ``_EPOCH_GENS``
+        generations; the first improvement ends the restart.  Everything is derived from the
+        trials in storage (numbers and values), so all workers agree.
+        """
+        with self._lock:
+            self._sync(study)
+            pool = self._resolve_defaults(study) or 1
+            if generation is None:
+                generation = len(study._get_trials(deepcopy=False, use_cache=True)) // pool
+            return self._stagnation_at(generation, pool)
+
+    def _stagnation_at(self, generation: int, pool: int) -> tuple[int, int | None]:
+        last = self._last_improvement()
+        if last < 0:
+            return 0, None
+        stalled = max(0, generation - last // pool - 1)
+        if stalled < self._stall_gens:
+            return stalled, None
+        first = last // pool + 1 + self._stall_gens
+        return stalled, first + (generation - first) // self._epoch_gens * self._epoch_gens
+
+    def _explore_pick(self, cands: np.ndarray) -> int:
+        """Index of the candidate farthest from every evaluated trial, failure risk weighed in."""
+        n = self._n
+        idx = np.arange(max(0, n - 4 * _SURROGATE_WINDOW), n)
+        near = self._distances(cands, idx).min(axis=1) if len(idx) else np.ones(len(cands))
+        score = near * (1.0 - self._fail_risk(cands))
+        return int(np.argmax(score + self._rng.uniform(0.0, 1e-6, len(score))))
+
     # ------------------------------------------------------------------ Optuna hooks
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
@@ -386,8 +510,9 @@ class GeneticSampler(BaseGASampler):
             taken = _Taken(self._taken_finished(), running)
             self._learn_activation()
             self._tables()
+            prediction = None
             for _ in range(_CLAIM_TRIES):
-                plan = self._plan(trial.number // pool, fixed, taken)
+                plan, prediction = self._plan(trial.number, pool, fixed, taken)
                 self._plans[trial._trial_id] = plan
                 if isinstance(plan, _Exhausted):
                     _LOG.warning(plan.message)
@@ -404,6 +529,20 @@ class GeneticSampler(BaseGASampler):
                     break
                 for other in claims:  # plan again, avoiding every configuration claimed by now
                     taken.running.update(_keys(self._project(self._encode(other)[None, :])))
+            if prediction is not None:
+                self._announce(study, trial, prediction)
+
+    def _announce(self, study: Study, trial: FrozenTrial, prediction: tuple[str, int]) -> None:
+        """Tell the objective that this trial's binary is predicted to be one already compiled:
+        user attributes ``predicted_binary``, ``predicted_from`` (that trial's number) and
+        ``skip_compile`` (True unless this trial is one of the rare checks of a prediction).
+        An objective that knows the hook reuses that trial's values instead of compiling."""
+        binary, number = prediction
+        skip = bool(self._rng.rand() >= self._check_rate)
+        for key, value in (("predicted_binary", binary), ("predicted_from", number), ("skip_compile", skip)):
+            study._storage.set_trial_user_attr(trial._trial_id, key, value)
+            # The trial object Optuna passes here is the one ``optuna.Trial.user_attrs`` reads.
+            trial.user_attrs[key] = value
 
     def _claims(self, study: Study, trial: FrozenTrial) -> list[dict[str, Any]]:
         """The configurations of all other trials, read fresh from the storage (a clashing trial
@@ -459,19 +598,35 @@ class GeneticSampler(BaseGASampler):
 
     # ------------------------------------------------------------------ making children
 
-    def _plan(self, generation: int, fixed: dict[str, Any], taken: _Taken) -> dict[str, Any] | _Exhausted:
+    def _plan(
+        self, number: int, pool_size: int, fixed: dict[str, Any], taken: _Taken
+    ) -> tuple[dict[str, Any] | _Exhausted, tuple[str, int] | None]:
         """The next configuration: a fresh random one in generation 0, else the most promising of
-        several fresh children (stronger mutation and random ones join when few are fresh)."""
+        several fresh children (stronger mutation and random ones join when few are fresh); in a
+        restart (see :meth:`stagnation`) explorers or children of the restart's elite.  Second:
+        (binary, trial number) when its binary is predicted to be one already compiled."""
+        generation = number // pool_size
         fixed_row = self._encode(fixed)
         fixed_cols = np.where(~np.isnan(fixed_row))[0]
         order = self._order()
         evolve = generation > 0 and len(order) > 0
+        parents, explore = order, False
+        if evolve and not fixed:
+            _, start = self._stagnation_at(generation, pool_size)
+            slot = number % pool_size
+            if start is not None and generation == start:
+                explore = slot < math.ceil(self._explore_share * pool_size)
+            elif start is not None and slot >= round(self._epoch_global * pool_size):
+                parents = order[self._num[order] >= start * pool_size]
+                explore = len(parents) < 2
         pool: list[np.ndarray] = []
         seen: set[tuple] = set()
         last = None
         for attempt in range(6):
-            if evolve and attempt < 4:
-                cands = self._children(order, self._n_candidates, strength=1.0 + attempt)
+            if evolve and attempt < 4 and not explore:
+                cands = self._children(parents, self._n_candidates, strength=1.0 + attempt)
+            elif explore and attempt < 5:
+                cands = self._random_genomes(_EXPLORE_CANDIDATES)
             else:
                 cands = self._random_genomes(64 if attempt < 5 else 512)
             for j in self._snap_cols:
@@ -488,12 +643,22 @@ class GeneticSampler(BaseGASampler):
         if not pool:
             if fixed and last is not None:
                 # The user fixed these values (enqueue_trial): run them even if seen before.
-                return {**self._decode(last[0]), **fixed}
-            return self._enumerate(taken)
-        if len(pool) == 1 or not evolve:
-            return self._decode(pool[0])
+                return {**self._decode(last[0]), **fixed}, None
+            return self._enumerate(taken), None
         fresh = np.array(pool)
-        return self._decode(fresh[self._pick(fresh, order)])
+        predicted: list[tuple[str, int] | None] = [None] * len(fresh)
+        if self._binaries.active and not fixed:
+            predicted = self._binaries.predict(fresh)
+            new = [i for i, p in enumerate(predicted) if p is None]
+            if self._avoid_repeats and 0 < len(new) < len(fresh):  # spend the trial on a new binary
+                fresh, predicted = fresh[new], [None] * len(new)
+        if len(fresh) == 1 or not evolve:
+            i = 0
+        elif explore:
+            i = self._explore_pick(fresh)
+        else:
+            i = self._pick(fresh, order)
+        return self._decode(fresh[i]), predicted[i]
 
     def _enumerate(self, taken: _Taken) -> dict[str, Any] | _Exhausted:
         total = float(np.prod(self._size))
