@@ -41,6 +41,7 @@ START_METHOD = "forkserver"
 _MAIN_ENV = "CIQ_OPTUNA_FORKSERVER_MAIN"
 _context_lock = threading.Lock()
 _context: multiprocessing.context.BaseContext | None = None
+_extra_preload: list[str] = []
 
 
 class IsolatedFailure(CiqError):
@@ -60,9 +61,9 @@ def _get_context(func: Callable[..., Any]) -> multiprocessing.context.BaseContex
     with _context_lock:
         if _context is None:
             ctx = multiprocessing.get_context(START_METHOD)
-            preload = [__name__]
+            preload = [__name__, *_extra_preload]
             module = getattr(func, "__module__", None)
-            if module and module not in ("__main__", "__mp_main__", __name__):
+            if module and module not in ("__main__", "__mp_main__", *preload):
                 preload.append(module)
             ctx.set_forkserver_preload(preload)
             main_path = getattr(sys.modules.get("__main__"), "__file__", None)
@@ -74,6 +75,17 @@ def _get_context(func: Callable[..., Any]) -> multiprocessing.context.BaseContex
                 os.environ.pop(_MAIN_ENV, None)
             _context = ctx
         return _context
+
+
+def preload(module: str) -> None:
+    """Have the fork server import ``module`` when it starts, so that children do not.
+
+    Only effective before the first :func:`run_isolated` call of this process (the server is
+    started once); later calls are ignored and each child imports what it needs itself.
+    """
+    with _context_lock:
+        if _context is None and module not in _extra_preload:
+            _extra_preload.append(module)
 
 
 def _preload_main_in_forkserver() -> None:

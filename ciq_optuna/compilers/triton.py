@@ -17,8 +17,16 @@ kernel. Which ptxas runs is Triton's choice for the target (its bundled ``ptxas`
 ``ptxas-blackwell`` from sm_90; ``TRITON_PTXAS_PATH`` / ``TRITON_PTXAS_BLACKWELL_PATH`` are honoured)
 unless a path is given, which is then set through the same knobs.
 
-Triton compiles in this process (its front end is Python): compiles are serialised by a lock, and a
-compile cannot be interrupted, so the timeout of the other adapters does not apply here.
+Isolation: with ``isolate=True`` (what tuning uses, :func:`ciq_optuna.objectives.triton.triton_compiler`)
+every compile runs in a child process of its own through :func:`ciq_optuna.isolation.run_isolated`:
+a compile that hangs past the timeout is killed with its process group (ptxas included), and
+one that crashes Triton (an LLVM abort, a segfault) fails alone; both come back as a failed
+result with a one-line error. The child imports the kernel file afresh, compiles it as
+:func:`compile_kernel` does and sends back the cubin, the PTX and the ``ptxas -v`` log, so the
+result is the same binary as an in-process compile, without ``compiled`` (Triton's kernel object
+stays in the child). Without ``isolate`` the compile runs in this process (the GPU runtime's
+evaluation child does so, being isolated already): compiles are then serialised by a lock and
+cannot be interrupted.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ SPEC_ATTR = "CIQ_OPTUNA"
 OPTION_NAMES = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion")
 
 _LOCK = threading.Lock()
+_CHILD_MODULE = "ciq_optuna.compilers.triton_isolated"
 _ARCH_RE = re.compile(r"^sm_(\d+)(a?)$")
 _SPEC_KEYS = ("signature", "constants", "space", "baseline", "launch")
 
@@ -324,17 +333,31 @@ class TritonCompiler:
 
     ``name`` is "ptxas": the flags it takes are ptxas controls, passed as they are.
     ``explicit_ptxas`` sets Triton's ptxas knobs to ``info.path`` for every compile.
+    ``isolate`` runs every compile in a process of its own, killed on the compile's timeout (see
+    the module docstring); its results have no ``compiled``.
     """
 
     name = "ptxas"
     input_suffixes = (".py",)
 
-    def __init__(self, info: CompilerInfo, kernel: TritonKernel, *, explicit_ptxas: bool = False) -> None:
+    def __init__(
+        self,
+        info: CompilerInfo,
+        kernel: TritonKernel,
+        *,
+        explicit_ptxas: bool = False,
+        isolate: bool = False,
+    ) -> None:
         self.info = info
         self.kernel = kernel
         self.explicit_ptxas = explicit_ptxas
+        self.isolate = isolate
         self.triton_version = triton_version()
         self._cache_root = Path(tempfile.mkdtemp(prefix="ciq-triton-cache-"))
+        if isolate:
+            from ciq_optuna.isolation import preload
+
+            preload(_CHILD_MODULE)
 
     def __repr__(self) -> str:
         return f"TritonCompiler({self.kernel.ref}, {self.info})"
@@ -373,17 +396,22 @@ class TritonCompiler:
             constexprs, options = self.compile_options(app, flags)
         except CiqError as exc:
             return self._failed(list(flags), str(exc), {})
-        compiled, log, seconds, error = compile_kernel(
-            self.kernel,
-            cap,
-            constexprs,
-            options,
-            ptxas=self.info.path if self.explicit_ptxas else None,
-            cache_root=self._cache_root,
-        )
+        ptxas = str(self.info.path) if self.explicit_ptxas else None
+        if self.isolate:
+            out = self._compile_isolated(cap, constexprs, options, ptxas, timeout)
+            if isinstance(out, str):
+                return self._failed(list(flags), out, options)
+            cubin, ptx, log, seconds, error, shared = out
+            compiled = None
+        else:
+            compiled, log, seconds, error = compile_kernel(
+                self.kernel, cap, constexprs, options, ptxas=ptxas, cache_root=self._cache_root
+            )
+            if compiled is not None:
+                cubin, ptx = bytes(compiled.asm["cubin"]), compiled.asm["ptx"]
+                shared = int(getattr(compiled.metadata, "shared", 0) or 0)
         if error is not None:
             return self._failed(list(flags), error, options, seconds)
-        cubin = bytes(compiled.asm["cubin"])
         result = TritonCompileResult(
             ok=False,
             command=["triton.compile", f"--gpu-name={arch}", *flags],
@@ -392,9 +420,9 @@ class TritonCompiler:
             stdout=log,
             report=parse_ptxas_output(log),
             compile_time=seconds,
-            ptx=compiled.asm["ptx"],
+            ptx=ptx,
             options=options,
-            dynamic_shared=int(getattr(compiled.metadata, "shared", 0) or 0),
+            dynamic_shared=shared,
             compiled=compiled,
         )
         for stats in result.report.functions.values():
@@ -412,6 +440,36 @@ class TritonCompiler:
         result.cubin = cubin
         result.raw_sha256 = raw_sha256(cubin)
         return result
+
+    def _compile_isolated(
+        self,
+        cap: int,
+        constexprs: Mapping[str, Any],
+        options: Mapping[str, Any],
+        ptxas: str | None,
+        timeout: float,
+    ) -> tuple[bytes, str, str, float, str | None, int] | str:
+        """One compile in a child process: (cubin, PTX, log, seconds, error, shared), or the
+        one-line reason the child gave no result (a crash, a timeout)."""
+        from ciq_optuna.compilers.triton_isolated import compile_in_child
+        from ciq_optuna.isolation import IsolatedFailure, run_isolated
+
+        try:
+            out = run_isolated(
+                compile_in_child,
+                list(sys.path),
+                self.kernel.ref,
+                self.kernel.file_sha256,
+                cap,
+                dict(constexprs),
+                dict(options),
+                ptxas,
+                str(self._cache_root),
+                timeout=timeout,
+            )
+        except IsolatedFailure as exc:
+            return f"Triton compile {exc}"
+        return out.cubin, out.ptx, out.log, out.seconds, out.error, out.shared
 
     def _failed(
         self, flags: list[str], error: str, options: dict[str, Any], seconds: float = 0.0

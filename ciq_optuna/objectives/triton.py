@@ -60,10 +60,14 @@ class TritonObjective(CompileObjective):
 
 
 def triton_compiler(kernel: TritonKernel, arch: str, compiler_path: str | None) -> TritonCompiler:
-    """The compiler for ``kernel`` on ``arch``: Triton's own ptxas, or ``compiler_path``."""
+    """The compiler for ``kernel`` on ``arch``: Triton's own ptxas, or ``compiler_path``.
+
+    Every compile runs isolated (a process of its own, killed on the trial's timeout), so a
+    candidate that hangs or crashes Triton fails its trial only.
+    """
     capability(arch)
     info = triton_ptxas(arch, compiler_path)
-    return TritonCompiler(info, kernel, explicit_ptxas=compiler_path is not None)
+    return TritonCompiler(info, kernel, explicit_ptxas=compiler_path is not None, isolate=True)
 
 
 def triton_meta(kernel: TritonKernel, compiler: TritonCompiler) -> dict[str, Any]:
