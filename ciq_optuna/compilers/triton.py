@@ -24,9 +24,10 @@ one that crashes Triton (an LLVM abort, a segfault) fails alone; both come back 
 result with a one-line error. The child imports the kernel file afresh, compiles it as
 :func:`compile_kernel` does and sends back the cubin, the PTX and the ``ptxas -v`` log, so the
 result is the same binary as an in-process compile, without ``compiled`` (Triton's kernel object
-stays in the child). Without ``isolate`` the compile runs in this process (the GPU runtime's
-evaluation child does so, being isolated already): compiles are then serialised by a lock and
-cannot be interrupted.
+stays in the child). The fork server preloads :mod:`ciq_optuna.compilers.triton_preload` (Triton
+and its ``triton_key()``), so a child pays for neither. Without ``isolate`` the compile runs in
+this process (the GPU runtime's evaluation child does so, being isolated already): compiles are
+then serialised by a lock and cannot be interrupted.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ SPEC_ATTR = "CIQ_OPTUNA"
 OPTION_NAMES = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion")
 
 _LOCK = threading.Lock()
-_CHILD_MODULE = "ciq_optuna.compilers.triton_isolated"
+_PRELOAD_MODULE = "ciq_optuna.compilers.triton_preload"
 _ARCH_RE = re.compile(r"^sm_(\d+)(a?)$")
 _SPEC_KEYS = ("signature", "constants", "space", "baseline", "launch")
 
@@ -357,7 +358,7 @@ class TritonCompiler:
         if isolate:
             from ciq_optuna.isolation import preload
 
-            preload(_CHILD_MODULE)
+            preload(_PRELOAD_MODULE)
 
     def __repr__(self) -> str:
         return f"TritonCompiler({self.kernel.ref}, {self.info})"
@@ -451,7 +452,6 @@ class TritonCompiler:
     ) -> tuple[bytes, str, str, float, str | None, int] | str:
         """One compile in a child process: (cubin, PTX, log, seconds, error, shared), or the
         one-line reason the child gave no result (a crash, a timeout)."""
-        from ciq_optuna.compilers.triton_isolated import compile_in_child
         from ciq_optuna.isolation import IsolatedFailure, run_isolated
 
         try:
@@ -482,6 +482,52 @@ class TritonCompiler:
             compile_time=seconds,
             options=options,
         )
+
+
+@dataclass
+class ChildCompile:
+    """What an isolated compile hands back: the cubin and PTX (None when it failed), the
+    ``ptxas -v`` log, the compile's seconds, its one-line error and Triton's dynamic shared memory."""
+
+    cubin: bytes | None
+    ptx: str | None
+    log: str
+    seconds: float
+    error: str | None
+    shared: int = 0
+
+
+def compile_in_child(
+    sys_path: list[str],
+    kernel_ref: str,
+    file_sha256: str,
+    cap: int,
+    constexprs: Mapping[str, Any],
+    options: Mapping[str, Any],
+    ptxas: str | None,
+    cache_root: str,
+) -> ChildCompile:
+    """The child side of an isolated compile: import the kernel file afresh, compile it once with
+    :func:`compile_kernel` and return what pickles (Triton's kernel object stays here)."""
+    for entry in reversed(sys_path):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    kernel = load_kernel(kernel_ref)
+    if kernel.file_sha256 != file_sha256:
+        raise CiqError(f"{kernel.path} changed since the study started")
+    compiled, log, seconds, error = compile_kernel(
+        kernel, cap, constexprs, options, ptxas=ptxas, cache_root=Path(cache_root)
+    )
+    if error is not None:
+        return ChildCompile(None, None, log, seconds, error)
+    return ChildCompile(
+        cubin=bytes(compiled.asm["cubin"]),
+        ptx=compiled.asm["ptx"],
+        log=log,
+        seconds=seconds,
+        error=None,
+        shared=int(getattr(compiled.metadata, "shared", 0) or 0),
+    )
 
 
 def ptx_options(flags: Sequence[str]) -> str:
@@ -567,10 +613,12 @@ def _rmtree(path: Path) -> None:
 __all__ = [
     "OPTION_NAMES",
     "SPEC_ATTR",
+    "ChildCompile",
     "TritonCompileResult",
     "TritonCompiler",
     "TritonKernel",
     "capability",
+    "compile_in_child",
     "compile_kernel",
     "default_fp_fusion",
     "is_triton_ref",
