@@ -2,20 +2,24 @@
 
 Alternates the two, ``--repeats`` times each after one warm-up of each (the first isolated
 compile starts the fork server), checks that both give the same code hash and prints the
-medians and their difference.
+medians and their difference. ``--cold`` starts the fork server before the compilers exist (as
+when another evaluation started it first), so it has not preloaded Triton: each child then
+imports Triton and computes its ``triton_key()`` itself.
 
-    python benchmarks/triton_isolation.py [--kernel examples/triton/rmsnorm.py:rmsnorm_kernel] [--arch sm_90a]
+    python benchmarks/triton_isolation.py [--kernel examples/triton/rmsnorm.py:rmsnorm_kernel] [--arch sm_90a] [--cold]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 from ciq_optuna.compilers.triton import TritonCompiler, load_kernel, triton_ptxas
+from ciq_optuna.isolation import run_isolated
 
 
 def main() -> None:
@@ -23,7 +27,10 @@ def main() -> None:
     parser.add_argument("--kernel", default="examples/triton/rmsnorm.py:rmsnorm_kernel")
     parser.add_argument("--arch", default="sm_90a")
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--cold", action="store_true", help="fork server started without Triton preloaded")
     args = parser.parse_args()
+    if args.cold:
+        run_isolated(os.getpid, timeout=60)
     kernel = load_kernel(args.kernel)
     info = triton_ptxas(args.arch)
     compilers = {
@@ -44,7 +51,10 @@ def main() -> None:
                 if i:  # the first round warms up (imports, fork server)
                     times[name].append(seconds)
     med = {name: statistics.median(t) for name, t in times.items()}
-    print(f"{args.kernel} {args.arch}, {args.repeats} compiles each, wall seconds per compile (median):")
+    cold = " (fork server without Triton preloaded)" if args.cold else ""
+    print(
+        f"{args.kernel} {args.arch}{cold}, {args.repeats} compiles each, wall seconds per compile (median):"
+    )
     for name in compilers:
         print(f"  {name:10s} {med[name]:.3f} s")
     print(
