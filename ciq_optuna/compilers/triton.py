@@ -514,7 +514,7 @@ def compile_in_child(
             sys.path.insert(0, entry)
     kernel = load_kernel(kernel_ref)
     if kernel.file_sha256 != file_sha256:
-        raise CiqError(f"{kernel.path} changed since the study started")
+        raise CiqError(f"{kernel.path} changed since this run loaded it")
     compiled, log, seconds, error = compile_kernel(
         kernel, cap, constexprs, options, ptxas=ptxas, cache_root=Path(cache_root)
     )
