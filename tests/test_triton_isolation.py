@@ -184,3 +184,13 @@ def test_faulty_candidates_fail_their_trials_and_the_search_goes_on(
     assert result.acf_paths and result.acf_paths[0].exists()
     assert not _alive(int((faulty / "hung").read_text()))
     assert _leftovers(str(faulty)) == []
+
+
+def test_a_kernel_file_edited_under_a_run_fails_the_compile(faulty: Path, tmp_path: Path) -> None:
+    path = faulty / "faulty.py"
+    compiler = triton_compiler(load_kernel(f"{path}:copy_kernel"), "sm_80", None)
+    path.write_text(FAULTY.replace("tl.program_id(0) * B", "tl.program_id(0) * B * 2"))
+    res = compiler.compile(None, "sm_80", [], output=tmp_path / "k.cubin")
+    assert not res.ok
+    assert res.error == f"Triton compile raised CiqError: {path} changed since this run loaded it"
+    assert _compiles(faulty) == []
