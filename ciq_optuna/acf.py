@@ -139,6 +139,10 @@ def parse_acf(text: str, *, where: str = "ACF") -> Acf:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise CiqError(f"{where} is not a valid ACF (damaged or truncated TOML: {exc})") from None
+    if "format" not in doc:
+        raise CiqError(
+            f"{where} is not a valid ACF: it has no 'format' line (empty, truncated, or not an ACF)"
+        )
     if doc.get("format") != FORMAT:
         raise CiqError(f"{where} is not a ciq-optuna ACF (format = {doc.get('format')!r})")
     if doc.get("format_version") != FORMAT_VERSION:
@@ -184,6 +188,11 @@ def provenance(study_name: str, trial_number: int, storage: str) -> dict[str, An
         "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
         "ciq_optuna": __version__,
     }
+
+
+def release_of(version: str) -> str:
+    """The CUDA release (major.minor) of a full compiler version."""
+    return _release(version)
 
 
 def _release(version: str) -> str:

@@ -18,3 +18,7 @@ def read_text(path: str | Path, what: str) -> str:
         raise CiqError(f"{what} {path} is a directory, not a file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise CiqError(f"cannot read {what} {path}: {exc}") from None
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during work that saved what it had; the CLI prints ``interrupted: MESSAGE`` and exits 130."""

@@ -4,8 +4,14 @@ A search on compile metrics picks up controls that do not matter for the objecti
 operator, ``--optimize-float-atomics``...) but can change the code's behaviour elsewhere. After
 the search, each passed control of the best configuration is set back to its default, one at a
 time (last control first); the candidate is evaluated as a real trial of the study, and the
-change is kept when the objective is no worse. Among equally good trials the one with the
-fewest flags becomes the ACF, so the ACF carries only controls that earn their place.
+change is kept when the objective is no worse and no secondary metric (spill bytes, stack,
+registers: ``objectives.metrics.SECONDARY_ORDER``) gets worse unless the objective improves. Among equally
+good trials the first by the secondary order becomes the ACF, so the ACF carries only controls
+that earn their place.
+
+With several objectives there is no single "no worse"; each Pareto point is simplified by exact
+binary identity instead (:func:`simplify_identical`): a control is dropped when the code hash
+stays the same, which needs no noise judgement and keeps the point where it is.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ciq_optuna.objectives.compile import CompileObjective, TrialFailed
+from ciq_optuna.objectives.metrics import SECONDARY_ORDER
 from ciq_optuna.space.compiler_space import CompilerSpace
 from ciq_optuna.study.metadata import run_queued
 
@@ -40,6 +47,16 @@ def _no_worse(new: float, old: float, direction: optuna.study.StudyDirection) ->
     return new >= old
 
 
+def _acceptable(new: FrozenTrial, old: FrozenTrial, direction: optuna.study.StudyDirection) -> bool:
+    """Keep ``new`` (one control fewer) if its objective is better, or as good with no secondary worse."""
+    if not _no_worse(new.value, old.value, direction):
+        return False
+    if new.value != old.value:
+        return True
+    a, b = new.user_attrs.get("metrics", {}), old.user_attrs.get("metrics", {})
+    return all(a[m] <= b[m] for m in SECONDARY_ORDER if a.get(m) is not None and b.get(m) is not None)
+
+
 def simplify(study: optuna.Study, objective: CompileObjective, best: FrozenTrial) -> FrozenTrial:
     """Greedy removal of the best trial's controls; returns the simplest trial as good as ``best``.
 
@@ -49,11 +66,33 @@ def simplify(study: optuna.Study, objective: CompileObjective, best: FrozenTrial
     if len(study.directions) != 1 or best.value is None:
         return best
     direction = study.direction
-    current = best
+    return _greedy(study, objective, best, lambda t, cur: _acceptable(t, cur, direction))
+
+
+def simplify_identical(study: optuna.Study, objective: CompileObjective, point: FrozenTrial) -> FrozenTrial:
+    """Drop each control of ``point`` whose removal leaves the binary's code hash unchanged.
+
+    For Pareto points (any number of objectives): the same code means the same compile metrics,
+    so the point stays on the front with fewer flags. Each attempt is one extra trial (user
+    attribute ``simplified_from``); configurations already in the study are not evaluated again.
+    """
+    want = point.user_attrs.get("binary_hash")
+    if not want:
+        return point
+    while True:  # until a whole pass drops nothing: then every flag left changes the code
+        simpler = _greedy(study, objective, point, lambda t, cur: t.user_attrs.get("binary_hash") == want)
+        if simpler.number == point.number:
+            return point
+        point = simpler
+
+
+def _greedy(study: optuna.Study, objective: CompileObjective, start: FrozenTrial, keep: Any) -> FrozenTrial:
+    """Try each passed control of ``start`` at its default (last first); keep the change when ``keep``."""
+    current = start
     known = {_key(t.params): t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))}
     app = {
         k: v
-        for k, v in best.params.items()
+        for k, v in start.params.items()
         if not any(k.startswith(s.name + ".") for s in objective.space.compilers)
     }
     for space in objective.space.compilers:
@@ -74,9 +113,7 @@ def simplify(study: optuna.Study, objective: CompileObjective, best: FrozenTrial
                 if not ran:
                     break
                 candidate = known[_key(params)] = ran[0]
-            if candidate.state == TrialState.COMPLETE and _no_worse(
-                candidate.value, current.value, direction
-            ):
+            if candidate.state == TrialState.COMPLETE and keep(candidate, current):
                 current, config = candidate, trial_config
     return current
 

@@ -12,7 +12,9 @@ import logging
 import math
 import os
 import re
+import shlex
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -26,14 +28,15 @@ import pandas as pd
 from ciq_optuna.acf import write_acf
 from ciq_optuna.compilers.base import Compiler, compiler_for_source
 from ciq_optuna.compilers.triton import is_triton_ref
-from ciq_optuna.errors import CiqError
+from ciq_optuna.errors import CiqError, Interrupted
+from ciq_optuna.extremes import extreme_seeds, push_extremes
 from ciq_optuna.objectives.command import CommandMeasure
 from ciq_optuna.objectives.compile import CompileObjective, Measure, TrialFailed
 from ciq_optuna.objectives.metrics import COMPILE_METRICS, check_metric_names, compile_metrics
 from ciq_optuna.objectives.triton import RUNTIME_METRICS
 from ciq_optuna.objectives.work_saved import record_work_saved
 from ciq_optuna.samplers import make_sampler
-from ciq_optuna.simplify import simplify
+from ciq_optuna.simplify import simplify, simplify_identical
 from ciq_optuna.space.compiler_space import CompilerSpace
 from ciq_optuna.space.controls import parse_arch
 from ciq_optuna.space.files import find_space
@@ -56,11 +59,13 @@ from ciq_optuna.study.metadata import (
     run_queued,
 )
 from ciq_optuna.summary import (
+    INTERRUPTED,
     acf_for_trial,
     baseline_trial,
     best_trials,
     dedup_stats,
     same_binary_warning,
+    secondary_warnings,
     summary_table,
 )
 from ciq_optuna.warm_start import find_warm_sources, run_warm_start, warm_count
@@ -108,6 +113,7 @@ class TuneResult:
     acf_paths: list[Path]
     stats: dict[str, int]
     store_path: Path | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 def _spaces_for(compiler: Compiler, explicit: Sequence[Path], arch: str) -> list[CompilerSpace]:
@@ -147,6 +153,8 @@ def prepare(config: TuneConfig, measure: Measure | None = None) -> tuple[dict[st
 
         triton_kernel = load_kernel(kernel)
         kernel = triton_kernel.path
+    elif kernel.is_dir():
+        raise CiqError(f"kernel {kernel} is a directory; give the .ptx or .cu file to tune")
     if not kernel.is_file():
         raise CiqError(f"kernel not found: {kernel}")
     parse_arch(config.arch)
@@ -165,6 +173,8 @@ def prepare(config: TuneConfig, measure: Measure | None = None) -> tuple[dict[st
     _check_output_file(config.acf, "--acf")
     if config.workdir is not None and Path(config.workdir).exists() and not Path(config.workdir).is_dir():
         raise CiqError(f"--workdir {config.workdir} is a file, not a directory")
+    if config.workdir is not None:
+        _check_writable_dir(Path(config.workdir), "--workdir", create=True)
     runtime = (
         triton_kernel is not None
         and measure is None
@@ -252,6 +262,29 @@ def _check_output_file(path: Path | None, option: str) -> None:
         raise CiqError(f"{option} {path} is a directory; give a file name")
     if not path.parent.is_dir():
         raise CiqError(f"{option} {path}: directory {path.parent} does not exist")
+    _check_writable_dir(path.parent, f"{option} {path}: directory")
+
+
+def _check_writable_dir(folder: Path, what: str, *, create: bool = False) -> None:
+    """CiqError now if a file cannot be created in ``folder`` (made first when ``create``)."""
+    try:
+        if create:
+            folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".ciq-write-check-"):
+            pass
+    except OSError as exc:
+        raise CiqError(f"{what} {folder} is not usable: {exc.strerror or exc}") from None
+
+
+def check_outputs(config: TuneConfig, meta: Mapping[str, Any], workdir: Path) -> None:
+    """Check every place the run writes to (ACF or Pareto folder, binaries) before the first trial."""
+    target = Path(config.acf) if config.acf else default_acf_path(meta)
+    _check_output_file(target, "--acf" if config.acf else "ACF")
+    if len(meta["metrics"]) > 1:
+        folder = pareto_folder(target)
+        if folder.exists() and not folder.is_dir():
+            raise CiqError(f"the Pareto ACFs go to {folder}, which is a file")
+    _check_writable_dir(workdir, "--workdir" if config.workdir else "work directory", create=True)
 
 
 def check_baseline(objective: CompileObjective) -> dict[str, float]:
@@ -288,6 +321,9 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
     name = config.study_name or default_study_name(
         meta["kernel"]["name"], config.arch, compiler.name, compiler.info.release, meta["metrics"]
     )
+    if config.workdir is None:
+        objective.workdir = Path(".ciq-optuna") / _safe_dirname(name)
+    check_outputs(config, meta, objective.workdir)
     if storage is None:
         storage = resolve_storage(config.storage, default_path=DEFAULT_STORAGE_FILE)
     storage_shown = redact(storage_url(config.storage, default_path=DEFAULT_STORAGE_FILE))
@@ -296,39 +332,42 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
     )
     study, _ = create_or_load(storage, name, meta, sampler=sampler)
     study.set_user_attr("budget", max(config.trials, study.user_attrs.get("budget", 0)))
-    if config.workdir is None:
-        objective.workdir = Path(".ciq-optuna") / _safe_dirname(name)
     done = finished_count(study)
     remaining = config.trials - done
     _say(config, f"study {name!r} in {storage_shown}: {done} trial(s) done, {max(remaining, 0)} to run")
     in_flight: set[int] = set()
+    progress = _Progress(config, min(done, config.trials))
+    multi = len(study.directions) > 1
     try:
-        if remaining > 0 and _run_baseline(study, objective, config.trials, in_flight):
-            remaining -= 1
-        if remaining > 0 and warm:
-            tracked = _tracked(gated_objective(study, objective, config.trials), in_flight)
-            ran = run_warm_start(
-                study, objective.space.compilers, warm, tracked, warm_count(config, remaining)
-            )
-            remaining -= ran
-            if ran:
-                _say(config, f"warm start: {ran} trial(s) from {', '.join(str(p) for p, _ in warm)}")
-        if remaining > 0 and config.screen:
-            remaining -= _run_screening(
-                study, objective, config.trials, in_flight, min(remaining, config.trials // 8)
-            )
-        if remaining > 0:
-            _optimize(study, objective, config, remaining, in_flight)
-        if config.simplify and len(study.directions) == 1 and best_trials(study):
-            before = len(study.trials)
-            simplify(study, objective, best_trials(study)[0])
-            if len(study.trials) > before:
-                _say(config, f"simplified the winner with {len(study.trials) - before} extra trial(s)")
+        with progress:
+            if remaining > 0 and _run_baseline(study, objective, config.trials, in_flight, progress):
+                remaining -= 1
+            if remaining > 0 and warm:
+                tracked = _tracked(gated_objective(study, objective, config.trials), in_flight, progress)
+                ran = run_warm_start(
+                    study, objective.space.compilers, warm, tracked, warm_count(config, remaining)
+                )
+                remaining -= ran
+                if ran:
+                    _say(config, f"warm start: {ran} trial(s) from {', '.join(str(p) for p, _ in warm)}")
+            if remaining > 0 and config.screen:
+                remaining -= _run_screening(
+                    study, objective, config.trials, in_flight, min(remaining, config.trials // 8), progress
+                )
+            if remaining > 0 and multi and config.screen:
+                remaining -= _run_seeds(
+                    study, objective, config.trials, in_flight, min(remaining, config.trials // 8), progress
+                )
+            corners = min(remaining, config.trials // 8) if multi and config.screen else 0
+            if remaining - corners > 0:
+                _optimize(study, objective, config, remaining - corners, in_flight, progress)
+            if corners > 0 and finished_count(study) < config.trials:
+                _push_extremes(study, objective, config, corners, in_flight, progress)
+        if config.simplify:
+            _simplify(study, objective, config)
     except KeyboardInterrupt:
         _fail_interrupted(study, in_flight)
-        raise CiqError(
-            "interrupted: the finished trials are saved; run the same command again to continue"
-        ) from None
+        raise Interrupted("the finished trials are saved; run the same command again to continue") from None
     except Exception as exc:
         if not is_connection_error(exc):
             raise
@@ -342,20 +381,89 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
     return result
 
 
+def _simplify(study: optuna.Study, objective: CompileObjective, config: TuneConfig) -> None:
+    """Simplify the winner (one objective) or every Pareto point (by binary identity)."""
+    best = best_trials(study)
+    if not best:
+        return
+    before = len(study.trials)
+    if len(study.directions) == 1:
+        simplify(study, objective, best[0])
+        what = "the winner"
+    else:
+        for point in best:
+            simplify_identical(study, objective, point)
+        what = f"the {len(best)} Pareto point(s) (same binary, fewer flags)"
+    if len(study.trials) > before:
+        _say(config, f"simplified {what} with {len(study.trials) - before} extra trial(s)")
+
+
+class _Progress:
+    """One progress bar over the study's budget: baseline, screening, search and corner trials."""
+
+    def __init__(self, config: TuneConfig, done: int) -> None:
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(
+            total=config.trials,
+            initial=done,
+            desc="tuning",
+            unit="trial",
+            disable=not config.progress,
+            dynamic_ncols=True,
+        )
+        self.failed = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.close()
+
+    def step(self, study: optuna.Study, failed: bool) -> None:
+        with self._lock:
+            self.failed += failed
+            self.bar.update(1)
+            postfix: dict[str, Any] = {"failed": self.failed}
+            if len(study.directions) == 1:
+                try:
+                    postfix["best"] = f"{study.best_value:g}"
+                except ValueError:
+                    pass
+            else:
+                postfix["pareto"] = len(study.best_trials)
+            self.bar.set_postfix(postfix, refresh=False)
+
+
 def _safe_dirname(name: str) -> str:
     """A study name as one directory name (no path separators or parent references)."""
     return re.sub(r"[^A-Za-z0-9_.+=-]", "_", name).lstrip(".") or "study"
 
 
-def _tracked(objective: Any, in_flight: set[int]) -> Any:
-    """Wrap an objective so the trials this process is running are known (to fail them on Ctrl-C)."""
+def _tracked(objective: Any, in_flight: set[int], progress: _Progress | None = None) -> Any:
+    """Wrap an objective so the trials this process is running are known (to fail them on Ctrl-C)
+    and each finished one moves the progress bar."""
 
     def run(trial: optuna.Trial) -> Any:
         in_flight.add(trial._trial_id)
+        failed: bool | None = None  # stays None when cancelled (beyond the budget) or interrupted
         try:
-            return objective(trial)
+            value = objective(trial)
+            failed = False
+            return value
+        except optuna.TrialPruned:
+            raise
+        except KeyboardInterrupt:
+            trial.set_user_attr(INTERRUPTED, True)  # Optuna fails the trial; say why
+            raise
+        except Exception:
+            failed = True
+            raise
         finally:
             in_flight.discard(trial._trial_id)
+            if progress is not None and failed is not None:
+                progress.step(trial.study, failed)
 
     return run
 
@@ -363,13 +471,19 @@ def _tracked(objective: Any, in_flight: set[int]) -> Any:
 def _fail_interrupted(study: optuna.Study, in_flight: set[int]) -> None:
     for trial_id in list(in_flight):
         try:
-            study._storage.set_trial_user_attr(trial_id, "error", "interrupted")
+            study._storage.set_trial_user_attr(trial_id, INTERRUPTED, True)
             study._storage.set_trial_state_values(trial_id, optuna.trial.TrialState.FAIL)
         except Exception:  # already finished by Optuna, or the storage is gone: nothing to repair
             pass
 
 
-def _run_baseline(study: optuna.Study, objective: CompileObjective, budget: int, in_flight: set[int]) -> bool:
+def _run_baseline(
+    study: optuna.Study,
+    objective: CompileObjective,
+    budget: int,
+    in_flight: set[int],
+    progress: _Progress | None = None,
+) -> bool:
     """Evaluate the compiler-default configuration first, alone, unless the study already has it.
 
     Run before any parallel work: Optuna's queued trials race when several threads pick them up.
@@ -383,7 +497,7 @@ def _run_baseline(study: optuna.Study, objective: CompileObjective, budget: int,
     if not states & {optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING}:
         study.enqueue_trial(objective.space.baseline_params(), user_attrs={"baseline": True})
     ran = run_queued(
-        study, _tracked(gated_objective(study, objective, budget), in_flight), 1, catch=(TrialFailed,)
+        study, _tracked(gated_objective(study, objective, budget), in_flight, progress), 1, catch=(TrialFailed,)
     )
     if ran and ran[0].user_attrs.get("baseline") and ran[0].state == optuna.trial.TrialState.FAIL:
         raise CiqError(
@@ -394,7 +508,12 @@ def _run_baseline(study: optuna.Study, objective: CompileObjective, budget: int,
 
 
 def _run_screening(
-    study: optuna.Study, objective: CompileObjective, budget: int, in_flight: set[int], count: int
+    study: optuna.Study,
+    objective: CompileObjective,
+    budget: int,
+    in_flight: set[int],
+    count: int,
+    progress: _Progress | None = None,
 ) -> int:
     """Evaluate up to ``count`` one-control changes of the baseline first (``-O1`` alone, ...).
 
@@ -417,45 +536,74 @@ def _run_screening(
         study.enqueue_trial(params, user_attrs={"screening": True})
     if not chosen:
         return 0
-    tracked = _tracked(gated_objective(study, objective, budget), in_flight)
+    tracked = _tracked(gated_objective(study, objective, budget), in_flight, progress)
     return len(run_queued(study, tracked, len(chosen), catch=(TrialFailed,)))
 
 
-def _optimize(
-    study: optuna.Study, objective: CompileObjective, config: TuneConfig, remaining: int, in_flight: set[int]
-) -> None:
-    from tqdm.auto import tqdm
+def _run_seeds(
+    study: optuna.Study,
+    objective: CompileObjective,
+    budget: int,
+    in_flight: set[int],
+    count: int,
+    progress: _Progress | None = None,
+) -> int:
+    """Evaluate up to ``count`` corner seeds (integer controls at their ends, see ``extremes``)."""
+    trials = study.get_trials(deepcopy=False)
+    if count <= 0 or any(not (t.user_attrs.get("baseline") or t.user_attrs.get("screening")) for t in trials):
+        return 0  # only before the search starts, as screening
+    seen = {tuple(sorted(t.params.items())) for t in study.get_trials(deepcopy=False)}
+    chosen = [p for p in extreme_seeds(objective.space) if tuple(sorted(p.items())) not in seen][:count]
+    for params in chosen:
+        study.enqueue_trial(params, user_attrs={"corner": True})
+    if not chosen:
+        return 0
+    tracked = _tracked(gated_objective(study, objective, budget), in_flight, progress)
+    return len(run_queued(study, tracked, len(chosen), catch=(TrialFailed,)))
 
-    bar = tqdm(total=remaining, desc="tuning", unit="trial", disable=not config.progress, dynamic_ncols=True)
-    counts = {"failed": 0}
+
+def _push_extremes(
+    study: optuna.Study,
+    objective: CompileObjective,
+    config: TuneConfig,
+    count: int,
+    in_flight: set[int],
+    progress: _Progress,
+) -> int:
+    """Spend ``count`` trials on one-control moves from each objective's best trial (Pareto corners)."""
+    tracked = _tracked(gated_objective(study, objective, config.trials), in_flight, progress)
+
+    def run_one(params: dict[str, Any]) -> bool:
+        if finished_count(study) >= config.trials:
+            return False
+        study.enqueue_trial(params, user_attrs={"corner": True}, skip_if_exists=False)
+        return bool(run_queued(study, tracked, 1, catch=(TrialFailed,)))
+
+    return push_extremes(study, objective.space, run_one, count, seed=config.seed)
+
+
+def _optimize(
+    study: optuna.Study,
+    objective: CompileObjective,
+    config: TuneConfig,
+    remaining: int,
+    in_flight: set[int],
+    progress: _Progress,
+) -> None:
     budget = config.trials
+    target = min(budget, finished_count(study) + remaining)  # the rest is kept for the corner moves
 
     def callback(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        if trial.state == optuna.trial.TrialState.FAIL:
-            counts["failed"] += 1
-        bar.update(1)
-        postfix = {"failed": counts["failed"]}
-        if len(study.directions) == 1:
-            try:
-                postfix["best"] = f"{study.best_value:g}"
-            except ValueError:
-                pass
-        else:
-            postfix["pareto"] = len(study.best_trials)
-        bar.set_postfix(postfix, refresh=False)
-        if finished_count(study) >= budget:
+        if finished_count(study) >= target:
             study.stop()
 
-    try:
-        _until_budget(
-            study,
-            _tracked(gated_objective(study, objective, budget), in_flight),
-            budget,
-            config.jobs,
-            callback,
-        )
-    finally:
-        bar.close()
+    _until_budget(
+        study,
+        _tracked(gated_objective(study, objective, budget), in_flight, progress),
+        target,
+        config.jobs,
+        callback,
+    )
 
 
 def _until_budget(study: optuna.Study, objective: Any, budget: int, jobs: int, callback: Any) -> None:
@@ -495,6 +643,12 @@ def default_acf_path(meta: Mapping[str, Any]) -> Path:
     return Path(f"{kernel_stem(meta['kernel']['name'], meta['arch'])}.{meta['arch']}.acf")
 
 
+def pareto_folder(target: Path) -> Path:
+    """Where the ACFs of a Pareto front go: ``KERNEL.ARCH.pareto/`` beside the ACF path."""
+    folder = Path(target).with_suffix("")
+    return folder.with_name(folder.name + ".pareto")
+
+
 def finish(
     study: optuna.Study,
     meta: Mapping[str, Any],
@@ -504,6 +658,8 @@ def finish(
 ) -> TuneResult:
     """Summaries and ACFs after a run (also for a study that was already complete)."""
     best = best_trials(study)
+    signs = [1.0 if d == optuna.study.StudyDirection.MINIMIZE else -1.0 for d in study.directions]
+    best.sort(key=lambda t: [s * v for s, v in zip(signs, t.values)])  # a front from its first corner
     baseline = baseline_trial(study)
     stats = dedup_stats(study)
     stats["work_saved"] = record_work_saved(study)
@@ -515,21 +671,24 @@ def finish(
     paths: list[Path] = []
     target = Path(config.acf) if config.acf else default_acf_path(meta)
     if len(meta["metrics"]) == 1:
-        paths.append(write_acf(target, acf_for_trial(study, best[0], meta, objective, storage_shown)))
+        planned = [(target, best[0])]
     else:
-        folder = target.with_suffix("")
-        folder = folder.with_name(folder.name + ".pareto")
-        for t in best:
-            paths.append(
-                write_acf(
-                    folder / f"trial-{t.number}.acf", acf_for_trial(study, t, meta, objective, storage_shown)
-                )
-            )
+        planned = [(pareto_folder(target) / f"trial-{t.number}.acf", t) for t in best]
+    for path, t in planned:
+        try:
+            paths.append(write_acf(path, acf_for_trial(study, t, meta, objective, storage_shown)))
+        except OSError as exc:
+            raise CiqError(
+                f"cannot write {path}: {exc.strerror or exc}; the study is saved, get the ACF with "
+                f"ciq-optuna acf from-study --storage {shlex.quote(storage_shown)} "
+                f"--study {shlex.quote(study.study_name)} --trial {t.number} -o FILE.acf"
+            ) from None
     _upload_artifacts(study, best, paths)
     if warning := same_binary_warning(study):
         _log.warning("ciq-optuna: warning: %s", warning)
-    summary = summary_table(baseline, best[0], meta["metrics"])
-    return TuneResult(study, baseline, best, summary, paths, stats)
+    summary = summary_table(baseline, best[0], meta["metrics"], study)
+    warnings_ = secondary_warnings(baseline, best[0], meta["metrics"], study) if len(best) == 1 else []
+    return TuneResult(study, baseline, best, summary, paths, stats, warnings=warnings_)
 
 
 def _upload_artifacts(

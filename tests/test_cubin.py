@@ -119,3 +119,84 @@ def test_same_code_same_hash_on_every_arch(arch, tmp_path):
         outs[name] = code_hash(out.read_bytes())
     assert outs["plain"] == outs["o3"] == outs["o2"]
     assert outs["o1"] != outs["plain"]
+
+
+_NAMES = {
+    "e_type": {2: "ET_EXEC", 1: "ET_REL"},
+    "e_machine": {190: "EM_CUDA"},
+    "e_version": {1: "EV_CURRENT"},
+    "sh_type": {
+        0: "SHT_NULL",
+        1: "SHT_PROGBITS",
+        2: "SHT_SYMTAB",
+        3: "SHT_STRTAB",
+        4: "SHT_RELA",
+        7: "SHT_NOTE",
+        8: "SHT_NOBITS",
+        9: "SHT_REL",
+    },
+    "p_type": {0: "PT_NULL", 1: "PT_LOAD", 6: "PT_PHDR"},
+}
+
+
+def _code_hash_from_the_docs(data: bytes) -> str:
+    """docs/acf.md's recipe for code_sha256, with struct alone (64-bit little-endian ELF)."""
+    import struct
+
+    h = hashlib.sha256()
+
+    def field(value: object, kind: str | None = None) -> None:
+        if kind is not None:
+            value = _NAMES[kind].get(value, value)
+        d = value if isinstance(value, bytes) else str(value).encode()
+        h.update(struct.pack("<Q", len(d)) + d)
+
+    ident = data[:16]
+    (
+        e_type,
+        e_machine,
+        e_version,
+        e_entry,
+        e_phoff,
+        e_shoff,
+        e_flags,
+        e_ehsize,
+        e_phentsize,
+        e_phnum,
+        e_shentsize,
+        e_shnum,
+        e_shstrndx,
+    ) = struct.unpack_from("<HHIQQQIHHHHHH", data, 16)
+    field(ident)
+    field(e_type, "e_type")
+    field(e_machine, "e_machine")
+    field(e_version, "e_version")
+    for v in (e_entry, e_flags, e_ehsize, e_phentsize, e_phnum, e_shentsize, e_shnum, e_shstrndx):
+        field(v)
+    shdrs = [struct.unpack_from("<IIQQQQIIQQ", data, e_shoff + i * e_shentsize) for i in range(e_shnum)]
+    strtab = shdrs[e_shstrndx]
+    for name_off, sh_type, flags, addr, offset, size, link, info, align, entsize in shdrs:
+        start = strtab[4] + name_off
+        name = data[start : data.index(b"\0", start)].decode()
+        if name == ".note.nv.tkinfo":
+            field("(tkinfo removed)")
+            continue
+        field(name)
+        field(sh_type, "sh_type")
+        for v in (flags, addr, size, link, info, align, entsize):
+            field(v)
+        field(b"" if sh_type == 8 else data[offset : offset + size])
+    for i in range(e_phnum):
+        p_type, p_flags, _off, vaddr, paddr, _filesz, _memsz, align = struct.unpack_from(
+            "<IIQQQQQQ", data, e_phoff + i * e_phentsize
+        )
+        field(p_type, "p_type")
+        for v in (p_flags, vaddr, paddr, align):
+            field(v)
+    return h.hexdigest()
+
+
+def test_code_hash_is_recomputable_from_the_documented_rules(compile_ptx) -> None:
+    for ptx, flags in ((STENCIL, ()), (STENCIL, ("-O1", "--maxrregcount=64")), (SGEMM, ("-v",))):
+        data = compile_ptx(ptx, *flags)
+        assert _code_hash_from_the_docs(data) == code_hash(data)

@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("ciq_optuna.store",),
     ("ciq_optuna.study",),
     ("ciq_optuna.objectives",),
-    ("ciq_optuna.simplify", "ciq_optuna.summary", "ciq_optuna.dashboard", "ciq_optuna.triton_acf"),
+    ("ciq_optuna.simplify", "ciq_optuna.summary", "ciq_optuna.dashboard", "ciq_optuna.triton_acf", "ciq_optuna.extremes"),
     ("ciq_optuna.check", "ciq_optuna.explain", "ciq_optuna.warm_start"),
     ("ciq_optuna.gpu",),
     ("ciq_optuna.tune", "ciq_optuna.workers"),

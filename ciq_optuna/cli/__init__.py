@@ -65,8 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CiqError as exc:
         print(f"ciq-optuna: error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except KeyboardInterrupt:
-        print("ciq-optuna: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # not a mistake: a plain line, the shell's status for SIGINT
+        detail = f": {exc}" if str(exc) else ""
+        print(f"ciq-optuna: interrupted{detail}", file=sys.stderr)
         return 130
 
 

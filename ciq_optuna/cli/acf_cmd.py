@@ -10,8 +10,10 @@ from pathlib import Path
 
 import tomli_w
 
-from ciq_optuna.acf import read_acf, write_acf
-from ciq_optuna.compilers.base import get_compiler
+from ciq_optuna.acf import Acf, read_acf, write_acf
+from ciq_optuna.acf import release_of as _release
+from ciq_optuna.compilers.base import Compiler, get_compiler
+from ciq_optuna.compilers.locate import find_compiler, list_compilers
 from ciq_optuna.errors import CiqError
 
 
@@ -88,14 +90,46 @@ def _export(args: argparse.Namespace) -> int:
         raise CiqError(f"cannot write {out}: {exc.strerror}") from None
     tool = "ptxas" if acf.compiler == "ptxas" else "nvcc"
     print(f"wrote {out}: {tool} -arch={acf.arch} --options-file {out} ...", file=sys.stderr)
+    warning = _version_warning(acf)
+    if warning:
+        print(warning, file=sys.stderr)
     return 0
+
+
+def _version_warning(acf: Acf) -> str | None:
+    """A warning when the compiler a user would run (the first found) is not the ACF's release."""
+    try:
+        default = find_compiler(acf.compiler)
+    except CiqError:
+        return None
+    if default.release == _release(acf.compiler_version):
+        return None
+    matching = [i for i in list_compilers(acf.compiler) if i.release == _release(acf.compiler_version)]
+    where = f" (one is installed: {matching[0].path})" if matching else ""
+    return (
+        f"warning: this ACF was tuned with {acf.compiler} {acf.compiler_version}; the {acf.compiler} found "
+        f"first here is {default.version} ({default.path}), which may compile other code: apply it with "
+        f"a {acf.compiler} {_release(acf.compiler_version)}{where}"
+    )
+
+
+def _compiler_for(acf: Acf, path: str | None) -> Compiler:
+    """The compiler to verify ``acf`` with: ``path``, else an installed one of the ACF's release
+    (the exact version first), found as ``compilers.locate`` finds compilers."""
+    if path is not None:
+        return get_compiler(acf.compiler, path)
+    installed = list_compilers(acf.compiler)
+    for info in sorted(installed, key=lambda i: i.version != acf.compiler_version):
+        if info.release == _release(acf.compiler_version):
+            return get_compiler(acf.compiler, info.path)
+    return get_compiler(acf.compiler)  # check_compiler then says which release is missing
 
 
 def _verify(args: argparse.Namespace) -> int:
     acf = read_acf(args.acf)
     if acf.triton:
         return _verify_triton(args, acf)
-    compiler = get_compiler(acf.compiler, args.compiler_path)
+    compiler = _compiler_for(acf, args.compiler_path)
     acf.check_compiler(compiler.name, compiler.info.version)
     want = acf.binary.get("code_sha256")
     if not want:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 from pathlib import Path
 
 from ciq_optuna.cli.types import positive_float, positive_int
 from ciq_optuna.objectives.metrics import COMPILE_METRICS
 from ciq_optuna.objectives.work_saved import format_work_saved
+from ciq_optuna.summary import front_text, summary_text
 from ciq_optuna.tune import TuneConfig, tune
 
 
@@ -99,7 +101,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--no-screen",
         dest="screen",
         action="store_false",
-        help="skip the one-control changes of the baseline tried first (default: --trials/8 of them)",
+        help="skip the one-control changes of the baseline tried first (default: --trials/8 of them) "
+        "and, with several objectives, the candidates that seek the Pareto front's corners",
     )
     p.add_argument(
         "--no-simplify",
@@ -174,24 +177,36 @@ def run(args: argparse.Namespace) -> int:
     result = tune(config)
     s = result.stats
     print()
-    simplified = f", {s['simplification']} to simplify the winner" if s["simplification"] else ""
+    simplified = f", {s['simplification']} to simplify" if s["simplification"] else ""
+    interrupted = f" ({s['interrupted']} of them interrupted by Ctrl-C)" if s["interrupted"] else ""
     print(
-        f"trials: {s['trials']} ({s['complete']} complete, {s['failed']} failed{simplified}); "
+        f"trials: {s['trials']} ({s['complete']} complete, {s['failed']} failed{interrupted}{simplified}); "
         f"distinct binaries: {s['distinct_binaries']}; measurements reused: {s['reused_measurements']}"
     )
     print(format_work_saved(s["work_saved"]))
     if result.baseline is None:
         print("(no baseline trial in this study: the compiler-default configuration did not complete)")
-    multi = len(result.study.directions) > 1
-    label = f"first of {len(result.best)} Pareto-optimal trial(s)" if multi else "best"
-    print(
-        f"baseline (compiler defaults) vs {label}, trial {result.best[0].number}: "
-        f"{' '.join(result.best[0].user_attrs.get('flags', [])) or '(no flags)'}"
-    )
-    print(result.summary.to_string(float_format=lambda v: f"{v:g}", na_rep="-"))
+    metrics = list(config.minimize) + list(config.maximize)
+    if len(result.study.directions) > 1:
+        print(f"Pareto front: {len(result.best)} point(s), one ACF each (* = objective)")
+        print(front_text(result.best, metrics, result.study))
+        print()
+        first = result.best[0]
+        print(f"baseline (compiler defaults) vs the front's first point, trial {first.number}:")
+    else:
+        first = result.best[0]
+        print(
+            f"baseline (compiler defaults) vs best, trial {first.number}: "
+            f"{' '.join(first.user_attrs.get('flags', [])) or '(no flags)'}"
+        )
+    print(summary_text(result.summary))
     print("(* = objective)")
+    for line in result.warnings:
+        print(line)
     for path in result.acf_paths:
         print(f"wrote {path}")
+    if result.acf_paths and Path(config.kernel).suffix in (".ptx", ".cu"):
+        print(apply_hint(result.acf_paths[0], config.kernel, config.arch))
     if result.store_path is not None:
         print(f"stored {result.store_path}")
     if args.explain and len(result.acf_paths) == 1:
@@ -209,4 +224,16 @@ def _explain(result, args: argparse.Namespace) -> None:
     print()
     print(
         format_explanation(explain(read_acf(result.acf_paths[0]), args.kernel, compiler, study=result.study))
+    )
+
+
+def apply_hint(acf: Path, kernel: Path, arch: str) -> str:
+    """How to compile with the ACF just written, with the stock compiler."""
+    tool = "nvcc -cubin" if Path(kernel).suffix == ".cu" else "ptxas"
+    out = shlex.quote(str(Path(kernel).with_suffix(".cubin").name))
+    a, k = shlex.quote(str(acf)), shlex.quote(str(kernel))
+    return (
+        f"apply it: {tool} -arch={arch} $(ciq-optuna acf flags {a}) {k} -o {out}\n"
+        f"  or without Python: ciq-optuna acf export {a} -o FILE.opts, then "
+        f"{tool} -arch={arch} --options-file FILE.opts {k} -o {out}"
     )

@@ -33,6 +33,8 @@ def build_objective(
     """The objective described by a study's metadata, on this machine; CiqError on any mismatch."""
     triton = meta.get("kind") == "triton"
     kernel = Path(kernel or meta["kernel"]["path"])
+    if kernel.is_dir():
+        raise CiqError(f"kernel {kernel} is a directory; give the kernel file (.ptx or .cu)")
     if not kernel.is_file():
         raise CiqError(f"kernel not found: {kernel} (pass --kernel PATH to a copy with the same content)")
     if file_sha256(kernel) != meta["kernel"]["sha256"]:

@@ -82,6 +82,14 @@ COMPILE_METRICS: dict[str, Metric] = {
 }
 
 
+#: Among trials whose objective values are equal (or within noise), the winner is the first by
+#: this order: less local memory (spill bytes, then stack frame), then fewer registers; then
+#: fewer flags, then the baseline itself, then shorter compile time, then the earlier trial.
+#: Local memory comes first because it costs memory traffic on every access; registers only
+#: limit occupancy.
+SECONDARY_ORDER = ("spill-bytes", "stack", "registers")
+
+
 def compile_metrics(result: Any) -> dict[str, float | None]:
     """Every compile metric of a successful compile; None for one the compiler did not report.
 
