@@ -15,6 +15,7 @@ import optuna
 import pandas as pd
 
 from ciq_optuna.acf import Acf, provenance
+from ciq_optuna.compilers.base import Compiler
 from ciq_optuna.objectives.compile import CompileObjective
 from ciq_optuna.objectives.metrics import COMPILE_METRICS, SECONDARY_ORDER
 
@@ -303,7 +304,10 @@ BINARY_NOTE = (
 
 def plain_cubin_sha256(objective: CompileObjective, candidate: Any, code_sha256: str | None) -> str | None:
     """sha256 of the cubin compiled with the candidate's flags and no ``-v`` (what ``sha256sum`` of a
-    user's own compile shows); None if that compile fails or gives other code than the trial."""
+    user's own compile shows); None if that compile fails or gives other code than the trial, and
+    for a front end (Triton) whose binary does not come from one plain compiler command."""
+    if not isinstance(objective.compiler, Compiler):  # the Triton front end compiles through Triton
+        return None
     with tempfile.TemporaryDirectory(prefix="ciq-plain-") as tmp:
         result = objective.compiler.compile(
             objective.kernel,
