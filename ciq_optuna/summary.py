@@ -284,12 +284,13 @@ def same_binary_warning(study: optuna.Study) -> str | None:
     flags never reach the compiler) and its "best" is the compiler default.
     """
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    hashes = {t.user_attrs.get("binary_hash") for t in complete} - {None}
-    flag_sets = {tuple(t.user_attrs.get("flags", [])) for t in complete if "binary_hash" in t.user_attrs}
+    compiled = [t for t in complete if "binary_hash" in t.user_attrs]
+    hashes = {t.user_attrs["binary_hash"] for t in compiled}
+    flag_sets = {tuple(t.user_attrs.get("flags", [])) for t in compiled}
     if len(hashes) != 1 or len(flag_sets) < 2:
         return None
     return (
-        f"all {len(complete)} completed candidates ({len(flag_sets)} different flag sets) compiled to "
+        f"all {len(compiled)} compiled candidates ({len(flag_sets)} different flag sets) compiled to "
         f"the same binary (code sha256 {next(iter(hashes))[:12]}...): the searched controls do not "
         "change this kernel's code, so nothing was tuned; check the kernel, --arch and the space"
     )
