@@ -427,24 +427,25 @@ def _optimize(
     from tqdm.auto import tqdm
 
     bar = tqdm(total=remaining, desc="tuning", unit="trial", disable=not config.progress, dynamic_ncols=True)
-    counts = {"failed": 0}
+    counts: dict[str, Any] = {"failed": 0, "best": None}
     budget = config.trials
+    sign = 1.0 if study.directions[0] == optuna.study.StudyDirection.MINIMIZE else -1.0
 
     def callback(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        # No storage reads here: the budget gate stops the loop when other workers fill the
+        # budget, and the progress bar shows the best of this run's trials.
         if trial.state == optuna.trial.TrialState.FAIL:
             counts["failed"] += 1
         bar.update(1)
         postfix = {"failed": counts["failed"]}
         if len(study.directions) == 1:
-            try:
-                postfix["best"] = f"{study.best_value:g}"
-            except ValueError:
-                pass
-        else:
-            postfix["pareto"] = len(study.best_trials)
+            if trial.state == optuna.trial.TrialState.COMPLETE and (
+                counts["best"] is None or sign * trial.value < sign * counts["best"]
+            ):
+                counts["best"] = trial.value
+            if counts["best"] is not None:
+                postfix["best"] = f"{counts['best']:g}"
         bar.set_postfix(postfix, refresh=False)
-        if finished_count(study) >= budget:
-            study.stop()
 
     try:
         _until_budget(

@@ -67,7 +67,7 @@ def _pragmas(db: Path) -> tuple[str, ...]:
 def test_sqlite_is_tuned_and_stays_a_plain_rdb(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     storage = resolve_storage(None, default_path=db)
-    assert isinstance(storage, optuna.storages.RDBStorage)
+    assert isinstance(storage.backend, optuna.storages.RDBStorage)
     study = optuna.create_study(storage=storage, study_name="s")
     study.optimize(lambda t: t.suggest_int("x", 0, 9), n_trials=3)
     with storage.engine.connect() as conn:

@@ -25,6 +25,8 @@ _LOG = logging.getLogger("ciq_optuna.samplers")
 
 CROSSOVERS = ("uniform", "onepoint", "twopoint", "none")
 _KEY_ATTR = "GeneticSampler:key"
+#: The trial system attribute holding the configuration a trial claims (read by other workers).
+CLAIM_ATTR = _KEY_ATTR
 _POOL_ATTR = "GeneticSampler:pool_size"
 _N_CANDIDATES = 16
 _CLAIM_TRIES = 8

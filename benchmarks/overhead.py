@@ -1,0 +1,178 @@
+"""Framework overhead per trial of ``ciq-optuna tune``: ptxas alone vs tune, interleaved, per storage.
+
+    nice -n 10 python benchmarks/overhead.py [--sizes 100 1000 5000] [--chunks 3] [--chunk 10]
+
+For each storage (SQLite as ``resolve_storage`` opens it, i.e. the default of ``ciq-optuna tune``;
+the same file with Optuna's plain ``RDBStorage`` = before the batched storage; a JournalStorage
+file; in-memory; PostgreSQL 15 started by tests/conftest.py's PostgresServer, fsync on) and for
+each study size, the real ``ciq_optuna.tune.tune`` runs the stencil example (sm_90a,
+``--minimize spill-bytes``, no screening, no simplification) for ``--chunk`` more trials, then
+ptxas alone compiles those trials' own flag sets (the same argv, ``-v`` included, in a
+subprocess); this alternates ``--chunks`` times so that both see the same machine load.
+
+Per-trial time of tune = the time between the starts of consecutive trials (everything: ask,
+sampler, compile, parse, record, budget gate). Overhead = median(tune) - median(ptxas alone).
+Study sizes: the first size is reached by real trials; larger ones are pre-filled with copies of
+those finished trials (``study.add_trials``, the same parameters and attributes) to keep the run
+short, then measured with real trials as above.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import optuna
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+from ciq_optuna.study.storage import resolve_storage  # noqa: E402
+from ciq_optuna.tune import TuneConfig, prepare, tune  # noqa: E402
+
+KERNEL = REPO / "examples" / "stencil" / "stencil.sm_90a.ptx"
+ARCH = "sm_90a"
+
+
+def _config(trials: int, workdir: Path) -> TuneConfig:
+    return TuneConfig(
+        kernel=KERNEL,
+        arch=ARCH,
+        minimize=["spill-bytes"],
+        trials=trials,
+        study_name="overhead",
+        workdir=workdir,
+        acf=workdir / "out.acf",
+        progress=False,
+        simplify=False,
+        screen=False,
+        seed=1,
+    )
+
+
+def _ptxas_alone(argvs: list[list[str]]) -> list[float]:
+    out = []
+    for argv in argvs:
+        start = time.perf_counter()
+        subprocess.run(argv, check=True, capture_output=True)
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def _prefill(study: optuna.Study, target: int) -> None:
+    done = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
+    templates = [t for t in done if not t.user_attrs.get("baseline")]
+    missing = target - len(study.get_trials(deepcopy=False))
+    copies = [
+        optuna.trial.create_trial(
+            params=t.params,
+            distributions=t.distributions,
+            values=t.values,
+            user_attrs=t.user_attrs,
+            state=optuna.trial.TrialState.COMPLETE,
+        )
+        for t in (templates[i % len(templates)] for i in range(max(missing, 0)))
+    ]
+    study.add_trials(copies)
+
+
+def measure(make: Callable[[], object], sizes: list[int], chunks: int, chunk: int, work: Path) -> dict:
+    """{size: (median tune s/trial, median ptxas s, n)} for one storage."""
+    storage = make()
+    workdir = Path(tempfile.mkdtemp(prefix="wd-", dir=work))
+    _, objective = prepare(_config(1, workdir))
+    results = {}
+    total = 0
+    for size in sizes:
+        study = None
+        if total:
+            study = optuna.load_study(study_name="overhead", storage=storage)
+            _prefill(study, size - chunks * chunk)
+            total = len(study.get_trials(deepcopy=False))
+        tune_s: list[float] = []
+        ptxas_s: list[float] = []
+        first = True
+        while first or total < size:
+            for _ in range(chunks):
+                before = total
+                res = tune(_config(total + chunk, workdir), storage=storage)
+                study = res.study
+                new = [t for t in study.get_trials(deepcopy=False) if t.number >= before]
+                total = len(study.get_trials(deepcopy=False))
+                starts = [t.datetime_start for t in new if t.datetime_start is not None]
+                tune_s += [(b - a).total_seconds() for a, b in zip(starts[1:-1], starts[2:])]
+                argvs = [
+                    objective.compiler.build_command(
+                        KERNEL, ARCH, t.user_attrs["flags"], output=workdir / "alone.cubin"
+                    )
+                    for t in new
+                    if "flags" in t.user_attrs
+                ]
+                ptxas_s += _ptxas_alone(argvs)
+            first = False
+        results[total] = (statistics.median(tune_s), statistics.median(ptxas_s), len(tune_s))
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 5000])
+    parser.add_argument("--chunks", type=int, default=3)
+    parser.add_argument("--chunk", type=int, default=10)
+    parser.add_argument("--only", nargs="*", help="storage names to run (default: all)")
+    parser.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
+    args = parser.parse_args()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    work = Path(tempfile.mkdtemp(prefix="ciq-overhead-", dir=args.dir))
+    counter = iter(range(1000))
+    server = None
+
+    def sqlite(batched: bool) -> Callable[[], object]:
+        return lambda: resolve_storage(
+            str(work / f"s{next(counter)}.db"), default_path=work / "x.db", batched=batched
+        )
+
+    def postgres() -> object:
+        nonlocal server
+        from conftest import PostgresServer
+
+        server = PostgresServer().start()
+        return resolve_storage(server.url(), default_path=work / "x.db")
+
+    storages = {
+        "sqlite (tune default)": sqlite(True),
+        "sqlite, plain RDBStorage (before)": sqlite(False),
+        "journal file": lambda: optuna.storages.JournalStorage(
+            optuna.storages.journal.JournalFileBackend(str(work / f"j{next(counter)}.log"))
+        ),
+        "in-memory": optuna.storages.InMemoryStorage,
+        "postgresql (local, fsync on)": postgres,
+    }
+    print(f"# {' '.join(sys.argv)}")
+    print(
+        "| storage | trials in study | tune s/trial | ptxas alone s | overhead ms/trial | tune / ptxas | n |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    try:
+        for name, make in storages.items():
+            if args.only and name.split()[0] not in args.only:
+                continue
+            for size, (t, p, n) in measure(make, args.sizes, args.chunks, args.chunk, work).items():
+                print(
+                    f"| {name} | {size} | {t:.3f} | {p:.3f} | {1000 * (t - p):.0f} | {t / p:.2f} | {n} |",
+                    flush=True,
+                )
+    finally:
+        if server is not None:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()
