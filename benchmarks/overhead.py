@@ -12,14 +12,22 @@ subprocess); this alternates ``--chunks`` times so that both see the same machin
 
 Per-trial time of tune = the time between the starts of consecutive trials (everything: ask,
 sampler, compile, parse, record, budget gate). Overhead = median(tune) - median(ptxas alone).
-Study sizes: the first size is reached by real trials; larger ones are pre-filled with copies of
-those finished trials (``study.add_trials``, the same parameters and attributes) to keep the run
-short, then measured with real trials as above.
+Study sizes: after ``--chunk`` real seed trials, the study is pre-filled up to the size with
+copies of those finished trials (``study.add_trials``, the same parameters and attributes) to
+keep the run short, then measured with real trials as above.
+
+The machine may be shared: wall-clock medians move with its load, so the table also gives CPU
+time, which does not: the tune process's own CPU per trial (a chunk minus a resume that runs no
+trial, i.e. start-up and ACF writing excluded; ptxas runs in a child and is not in it) and
+ptxas's CPU per compile (``RUSAGE_CHILDREN``). Framework waits (fsync, database round trips to
+a server process) show only in the wall-clock columns.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import resource
 import statistics
 import subprocess
 import sys
@@ -83,41 +91,55 @@ def _prefill(study: optuna.Study, target: int) -> None:
     study.add_trials(copies)
 
 
+def _cpu_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def measure(make: Callable[[], object], sizes: list[int], chunks: int, chunk: int, work: Path) -> dict:
-    """{size: (median tune s/trial, median ptxas s, n)} for one storage."""
+    """{size: (median tune s/trial, median ptxas s, tune CPU s/trial, ptxas CPU s, n)} for one storage."""
     storage = make()
     workdir = Path(tempfile.mkdtemp(prefix="wd-", dir=work))
     _, objective = prepare(_config(1, workdir))
+    study = tune(_config(chunk, workdir), storage=storage).study  # seed trials for the pre-fill
     results = {}
-    total = 0
     for size in sizes:
-        study = None
-        if total:
-            study = optuna.load_study(study_name="overhead", storage=storage)
-            _prefill(study, size - chunks * chunk)
-            total = len(study.get_trials(deepcopy=False))
+        _prefill(study, size - chunks * chunk)
+        total = len(study.get_trials(deepcopy=False))
         tune_s: list[float] = []
         ptxas_s: list[float] = []
-        first = True
-        while first or total < size:
-            for _ in range(chunks):
-                before = total
-                res = tune(_config(total + chunk, workdir), storage=storage)
-                study = res.study
-                new = [t for t in study.get_trials(deepcopy=False) if t.number >= before]
-                total = len(study.get_trials(deepcopy=False))
-                starts = [t.datetime_start for t in new if t.datetime_start is not None]
-                tune_s += [(b - a).total_seconds() for a, b in zip(starts[1:-1], starts[2:])]
-                argvs = [
-                    objective.compiler.build_command(
-                        KERNEL, ARCH, t.user_attrs["flags"], output=workdir / "alone.cubin"
-                    )
-                    for t in new
-                    if "flags" in t.user_attrs
-                ]
-                ptxas_s += _ptxas_alone(argvs)
-            first = False
-        results[total] = (statistics.median(tune_s), statistics.median(ptxas_s), len(tune_s))
+        tune_cpu: list[float] = []
+        ptxas_cpu: list[float] = []
+        for _ in range(chunks):
+            before = total
+            # CPU of this process per trial: a chunk minus a resume that runs no trial (start-up, ACF)
+            c0 = time.process_time()
+            tune(_config(total, workdir), storage=storage)
+            c1 = time.process_time()
+            study = tune(_config(total + chunk, workdir), storage=storage).study
+            c2 = time.process_time()
+            new = [t for t in study.get_trials(deepcopy=False) if t.number >= before]
+            total = len(study.get_trials(deepcopy=False))
+            tune_cpu.append(((c2 - c1) - (c1 - c0)) / max(len(new), 1))
+            starts = [t.datetime_start for t in new if t.datetime_start is not None]
+            tune_s += [(b - a).total_seconds() for a, b in zip(starts[1:-1], starts[2:])]
+            argvs = [
+                objective.compiler.build_command(
+                    KERNEL, ARCH, t.user_attrs["flags"], output=workdir / "alone.cubin"
+                )
+                for t in new
+                if "flags" in t.user_attrs
+            ]
+            k0 = _cpu_children()
+            ptxas_s += _ptxas_alone(argvs)
+            ptxas_cpu.append((_cpu_children() - k0) / max(len(argvs), 1))
+        results[total] = (
+            statistics.median(tune_s),
+            statistics.median(ptxas_s),
+            statistics.median(tune_cpu),
+            statistics.median(ptxas_cpu),
+            len(tune_s),
+        )
     return results
 
 
@@ -126,10 +148,13 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 5000])
     parser.add_argument("--chunks", type=int, default=3)
     parser.add_argument("--chunk", type=int, default=10)
-    parser.add_argument("--only", nargs="*", help="storage names to run (default: all)")
+    parser.add_argument(
+        "--only", nargs="*", help="sqlite sqlite-plain journal memory postgresql (default: all)"
+    )
     parser.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
+    logging.getLogger("ciq_optuna").setLevel(logging.ERROR)  # in-memory studies take no ACF artifact
     work = Path(tempfile.mkdtemp(prefix="ciq-overhead-", dir=args.dir))
     counter = iter(range(1000))
     server = None
@@ -147,26 +172,31 @@ def main() -> None:
         return resolve_storage(server.url(), default_path=work / "x.db")
 
     storages = {
-        "sqlite (tune default)": sqlite(True),
-        "sqlite, plain RDBStorage (before)": sqlite(False),
-        "journal file": lambda: optuna.storages.JournalStorage(
-            optuna.storages.journal.JournalFileBackend(str(work / f"j{next(counter)}.log"))
+        "sqlite": ("SQLite, as `tune` opens it (BatchedStorage)", sqlite(True)),
+        "sqlite-plain": ("SQLite, Optuna's plain RDBStorage (before)", sqlite(False)),
+        "journal": (
+            "JournalStorage file",
+            lambda: optuna.storages.JournalStorage(
+                optuna.storages.journal.JournalFileBackend(str(work / f"j{next(counter)}.log"))
+            ),
         ),
-        "in-memory": optuna.storages.InMemoryStorage,
-        "postgresql (local, fsync on)": postgres,
+        "memory": ("in-memory", optuna.storages.InMemoryStorage),
+        "postgresql": ("PostgreSQL 15, local, fsync on (BatchedStorage)", postgres),
     }
     print(f"# {' '.join(sys.argv)}")
     print(
-        "| storage | trials in study | tune s/trial | ptxas alone s | overhead ms/trial | tune / ptxas | n |"
+        "| storage | trials in study | tune s/trial | ptxas alone s | overhead ms/trial | tune / ptxas "
+        "| tune CPU ms/trial (this process) | ptxas CPU ms | n |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     try:
-        for name, make in storages.items():
-            if args.only and name.split()[0] not in args.only:
+        for key, (name, make) in storages.items():
+            if args.only and key not in args.only:
                 continue
-            for size, (t, p, n) in measure(make, args.sizes, args.chunks, args.chunk, work).items():
+            for size, (t, p, tc, pc, n) in measure(make, args.sizes, args.chunks, args.chunk, work).items():
                 print(
-                    f"| {name} | {size} | {t:.3f} | {p:.3f} | {1000 * (t - p):.0f} | {t / p:.2f} | {n} |",
+                    f"| {name} | {size} | {t:.3f} | {p:.3f} | {1000 * (t - p):.0f} | {t / p:.2f} "
+                    f"| {1000 * tc:.1f} | {1000 * pc:.1f} | {n} |",
                     flush=True,
                 )
     finally:
