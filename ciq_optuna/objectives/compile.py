@@ -117,6 +117,8 @@ class CompileObjective:
         self.timeout = timeout
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="ciq-optuna-"))
         self._caches: dict[int, BinaryCache] = {}
+        #: The study metadata this objective was built from (set by ciq_optuna.compile_objective).
+        self.meta: dict[str, Any] | None = None
 
     def binary_path(self, code_hash: str) -> Path:
         """Where the binary with this code hash is kept."""

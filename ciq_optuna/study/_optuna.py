@@ -34,7 +34,6 @@ import optuna
 from optuna import distributions
 from optuna.storages import RDBStorage
 from optuna.storages._cached_storage import _CachedStorage
-from optuna.storages._rdb import models
 from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.trial import FrozenTrial, TrialState
 
@@ -302,6 +301,7 @@ class BatchedStorage(_CachedStorage):
 def _count_and_last_id(backend: RDBStorage, study_id: int) -> tuple[int, int | None]:
     """Number of trials of a study and its highest trial id, in one query."""
     import sqlalchemy
+    from optuna.storages._rdb import models
 
     stmt = sqlalchemy.select(
         sqlalchemy.func.count(models.TrialModel.trial_id), sqlalchemy.func.max(models.TrialModel.trial_id)
@@ -339,6 +339,7 @@ def write_trial(
     """
     import sqlalchemy
     import sqlalchemy.exc
+    from optuna.storages._rdb import models
 
     try:
         with _create_scoped_session(backend.scoped_session) as session:
