@@ -17,8 +17,9 @@ copies of those finished trials (``study.add_trials``, the same parameters and a
 keep the run short, then measured with real trials as above.
 
 The machine may be shared: wall-clock medians move with its load, so the table also gives CPU
-time, which does not: the tune process's own CPU per trial (a chunk minus a resume that runs no
-trial, i.e. start-up and ACF writing excluded; ptxas runs in a child and is not in it) and
+time, which moves less: the tune process's own CPU per trial (a run of ``--chunk`` trials minus a
+run of one, over ``--chunk`` - 1: start-up, the sampler's first read of the study and ACF writing
+cancel out; ptxas runs in a child and is not in it) and
 ptxas's CPU per compile (``RUSAGE_CHILDREN``). Framework waits (fsync, database round trips to
 a server process) show only in the wall-clock columns.
 """
@@ -33,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import optuna
@@ -96,13 +97,13 @@ def _cpu_children() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure(make: Callable[[], object], sizes: list[int], chunks: int, chunk: int, work: Path) -> dict:
-    """{size: (median tune s/trial, median ptxas s, tune CPU s/trial, ptxas CPU s, n)} for one storage."""
+def measure(make: Callable[[], object], sizes: list[int], chunks: int, chunk: int, work: Path) -> Iterator:
+    """(size, median tune s/trial, median ptxas s, tune CPU s/trial, ptxas CPU s, n) for one
+    storage, one tuple per size as soon as it is measured."""
     storage = make()
     workdir = Path(tempfile.mkdtemp(prefix="wd-", dir=work))
     _, objective = prepare(_config(1, workdir))
     study = tune(_config(chunk, workdir), storage=storage).study  # seed trials for the pre-fill
-    results = {}
     for size in sizes:
         _prefill(study, size - chunks * chunk)
         total = len(study.get_trials(deepcopy=False))
@@ -112,15 +113,16 @@ def measure(make: Callable[[], object], sizes: list[int], chunks: int, chunk: in
         ptxas_cpu: list[float] = []
         for _ in range(chunks):
             before = total
-            # CPU of this process per trial: a chunk minus a resume that runs no trial (start-up, ACF)
+            # CPU of this process per trial: a run of `chunk` trials minus a run of one trial, over
+            # chunk - 1 (start-up, the sampler's first read of the study and the ACF cancel out)
             c0 = time.process_time()
-            tune(_config(total, workdir), storage=storage)
+            tune(_config(total + 1, workdir), storage=storage)
             c1 = time.process_time()
-            study = tune(_config(total + chunk, workdir), storage=storage).study
+            study = tune(_config(total + 1 + chunk, workdir), storage=storage).study
             c2 = time.process_time()
-            new = [t for t in study.get_trials(deepcopy=False) if t.number >= before]
+            new = [t for t in study.get_trials(deepcopy=False) if t.number >= before + 1]
             total = len(study.get_trials(deepcopy=False))
-            tune_cpu.append(((c2 - c1) - (c1 - c0)) / max(len(new), 1))
+            tune_cpu.append(((c2 - c1) - (c1 - c0)) / (chunk - 1))
             starts = [t.datetime_start for t in new if t.datetime_start is not None]
             tune_s += [(b - a).total_seconds() for a, b in zip(starts[1:-1], starts[2:])]
             argvs = [
@@ -133,14 +135,14 @@ def measure(make: Callable[[], object], sizes: list[int], chunks: int, chunk: in
             k0 = _cpu_children()
             ptxas_s += _ptxas_alone(argvs)
             ptxas_cpu.append((_cpu_children() - k0) / max(len(argvs), 1))
-        results[total] = (
+        yield (
+            total,
             statistics.median(tune_s),
             statistics.median(ptxas_s),
             statistics.median(tune_cpu),
             statistics.median(ptxas_cpu),
             len(tune_s),
         )
-    return results
 
 
 def main() -> None:
@@ -193,7 +195,7 @@ def main() -> None:
         for key, (name, make) in storages.items():
             if args.only and key not in args.only:
                 continue
-            for size, (t, p, tc, pc, n) in measure(make, args.sizes, args.chunks, args.chunk, work).items():
+            for size, t, p, tc, pc, n in measure(make, args.sizes, args.chunks, args.chunk, work):
                 print(
                     f"| {name} | {size} | {t:.3f} | {p:.3f} | {1000 * (t - p):.0f} | {t / p:.2f} "
                     f"| {1000 * tc:.1f} | {1000 * pc:.1f} | {n} |",

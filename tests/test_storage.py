@@ -103,8 +103,8 @@ def test_bad_urls_are_one_line_errors_without_password(tmp_path: Path) -> None:
 
 
 def test_unreachable_postgres_error_has_no_password(tmp_path: Path) -> None:
-    pytest.importorskip("psycopg2")
+    pytest.importorskip("psycopg")
     with pytest.raises(StorageError) as info:
-        resolve_storage("postgresql+psycopg2://u:topsecret@127.0.0.1:1/d", default_path=tmp_path / "x.db")
+        resolve_storage("postgresql://u:topsecret@127.0.0.1:1/d", default_path=tmp_path / "x.db")
     text = str(info.value)
     assert "topsecret" not in text and "u:***@127.0.0.1:1/d" in text and "\n" not in text

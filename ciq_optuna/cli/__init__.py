@@ -7,9 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from ciq_optuna import __version__
-from ciq_optuna.errors import CiqError
-
-EXIT_USER_ERROR = 2
+from ciq_optuna.errors import EXIT_USER_ERROR, CiqError
 
 
 class _Parser(argparse.ArgumentParser):

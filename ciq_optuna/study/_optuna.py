@@ -34,7 +34,6 @@ import optuna
 from optuna import distributions
 from optuna.storages import RDBStorage
 from optuna.storages._cached_storage import _CachedStorage
-from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.trial import FrozenTrial, TrialState
 
 #: Every private name this module uses, checked by tests/test_optuna_private.py.
@@ -46,11 +45,11 @@ PRIVATE_NAMES = (
     "optuna.storages._cached_storage._CachedStorage._add_trials_to_cache",
     "optuna.storages._cached_storage._CachedStorage._read_trials_from_remote_storage",
     "optuna.storages._cached_storage._CachedStorage._trial_id_to_study_id_and_number",
-    "optuna.storages._rdb.storage._create_scoped_session",
-    "optuna.storages._rdb.models.TrialModel.find_or_raise_by_id",
-    "optuna.storages.RDBStorage.scoped_session",
-    "optuna.storages.RDBStorage._set_trial_param_without_commit",
-    "optuna.storages.RDBStorage._set_trial_attr_without_commit",
+    "optuna.storages._rdb.models.TrialModel.__table__",
+    "optuna.storages._rdb.models.TrialParamModel.__table__",
+    "optuna.storages._rdb.models.TrialUserAttributeModel.__table__",
+    "optuna.storages._rdb.models.TrialSystemAttributeModel.__table__",
+    "optuna.storages._rdb.models.TrialValueModel.__table__",
     "optuna.storages._rdb.models.TrialValueModel.value_to_stored_repr",
     "optuna.study.Study._get_trials",
 )
@@ -157,6 +156,9 @@ class BatchedStorage(_CachedStorage):
                 if key not in self.write_through:
                     pending.system_attrs[key] = copy.deepcopy(value)
                     return
+        if pending is not None:  # a running trial of this process: no need to check its state first
+            write_attr(self._backend, trial_id, key, value)
+            return
         super().set_trial_system_attr(trial_id, key, value)
 
     def set_trial_state_values(
@@ -331,25 +333,32 @@ def write_trial(
     now: datetime.datetime | None,
 ) -> bool:
     """Write a trial's buffered rows, and its values and final state when ``state`` is given, in
-    one transaction.
+    one transaction of SQL statements (one per table, no ORM objects).
 
-    One statement per table (executemany), not one per row. Returns False, like
-    ``RDBStorage.set_trial_state_values``, when another process changed the trial first (an
-    IntegrityError); raises ``UpdateFinishedTrialError`` when it is already finished.
+    Returns False, like ``RDBStorage.set_trial_state_values``, when another process changed the
+    trial first (an IntegrityError); raises ``UpdateFinishedTrialError`` when it is already finished.
     """
     import sqlalchemy
     import sqlalchemy.exc
     from optuna.storages._rdb import models
 
+    trials = models.TrialModel.__table__
     try:
-        with _create_scoped_session(backend.scoped_session) as session:
-            trial = models.TrialModel.find_or_raise_by_id(trial_id, session, for_update=True)
-            backend.check_trial_is_updatable(trial_id, trial.state)
+        with backend.engine.begin() as conn:
+            if state is not None:
+                done = conn.execute(
+                    sqlalchemy.update(trials)
+                    .where(trials.c.trial_id == trial_id, trials.c.state == TrialState.RUNNING)
+                    .values(state=state, datetime_complete=now)
+                )
+                if done.rowcount != 1:
+                    _check_updatable(backend, conn, trial_id)
+            elif pending.params or pending.user_attrs or pending.system_attrs:
+                _check_updatable(backend, conn, trial_id)
             rows = []
             for name, (value, dist) in pending.params.items():
-                if cached.get(name) is None:  # first use of this name in this process: check the study's
-                    backend._set_trial_param_without_commit(session, trial_id, name, value, dist, None)
-                    continue
+                if cached.get(name) is None:  # first use of this name here: check the study's
+                    _check_distribution(conn, trial_id, name, dist)
                 rows.append(
                     {
                         "trial_id": trial_id,
@@ -359,12 +368,9 @@ def write_trial(
                     }
                 )
             if rows:
-                session.execute(sqlalchemy.insert(models.TrialParamModel), rows)
-            for model, attrs in (
-                (models.TrialUserAttributeModel, pending.user_attrs),
-                (models.TrialSystemAttributeModel, pending.system_attrs),
-            ):
-                _upsert_attrs(backend, session, model, trial_id, attrs)
+                conn.execute(sqlalchemy.insert(models.TrialParamModel.__table__), rows)
+            _upsert_attrs(backend, conn, models.TrialUserAttributeModel, trial_id, pending.user_attrs)
+            _upsert_attrs(backend, conn, models.TrialSystemAttributeModel, trial_id, pending.system_attrs)
             value_rows = []
             for objective, value in enumerate(values or ()):
                 stored, kind = models.TrialValueModel.value_to_stored_repr(value)
@@ -372,36 +378,75 @@ def write_trial(
                     {"trial_id": trial_id, "objective": objective, "value": stored, "value_type": kind}
                 )
             if value_rows:
-                session.execute(sqlalchemy.insert(models.TrialValueModel), value_rows)
-            if state is not None:
-                trial.state = state
-                trial.datetime_complete = now
+                conn.execute(sqlalchemy.insert(models.TrialValueModel.__table__), value_rows)
     except sqlalchemy.exc.IntegrityError:
         return False
+    except sqlalchemy.exc.SQLAlchemyError as exc:  # as RDBStorage reports a failed commit
+        raise optuna.exceptions.StorageInternalError(f"writing trial id {trial_id} failed") from exc
     return True
 
 
-def _upsert_attrs(
-    backend: RDBStorage, session: Any, model: Any, trial_id: int, attrs: dict[str, Any]
-) -> None:
+def _check_updatable(backend: RDBStorage, conn: Any, trial_id: int) -> None:
+    """KeyError for an unknown trial, ``UpdateFinishedTrialError`` for a finished one."""
+    import sqlalchemy
+    from optuna.storages._rdb import models
+
+    trials = models.TrialModel.__table__
+    state = conn.execute(sqlalchemy.select(trials.c.state).where(trials.c.trial_id == trial_id)).scalar()
+    if state is None:
+        raise KeyError(f"no trial with trial_id {trial_id}")
+    backend.check_trial_is_updatable(trial_id, state)
+
+
+def _check_distribution(conn: Any, trial_id: int, name: str, dist: distributions.BaseDistribution) -> None:
+    """ValueError when the study already has parameter ``name`` with an incompatible distribution."""
+    import sqlalchemy
+    from optuna.storages._rdb import models
+
+    params, trials = models.TrialParamModel.__table__, models.TrialModel.__table__
+    study_id = sqlalchemy.select(trials.c.study_id).where(trials.c.trial_id == trial_id).scalar_subquery()
+    stmt = (
+        sqlalchemy.select(params.c.distribution_json)
+        .join(trials, trials.c.trial_id == params.c.trial_id)
+        .where(trials.c.study_id == study_id, params.c.param_name == name)
+        .limit(1)
+    )
+    previous = conn.execute(stmt).scalar()
+    if previous is not None:
+        distributions.check_distribution_compatibility(distributions.json_to_distribution(previous), dist)
+
+
+def _upsert_attrs(backend: RDBStorage, conn: Any, model: Any, trial_id: int, attrs: dict[str, Any]) -> None:
     """Insert or replace ``attrs`` of a trial in one statement (SQLite, PostgreSQL), else row by row."""
     if not attrs:
         return
-    name = backend.engine.name
-    if name not in ("sqlite", "postgresql"):
-        for key, value in attrs.items():
-            backend._set_trial_attr_without_commit(session, model, trial_id, key, value)
-        return
-    if name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
-    else:
-        from sqlalchemy.dialects.postgresql import insert
-    stmt = insert(model)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[model.trial_id, model.key], set_={"value_json": stmt.excluded.value_json}
-    )
+    import sqlalchemy
+
+    table = model.__table__
     rows = [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)} for k, v in attrs.items()]
-    session.execute(stmt, rows)
+    name = backend.engine.name
+    if name in ("sqlite", "postgresql"):
+        if name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert
+        else:
+            from sqlalchemy.dialects.postgresql import insert
+        stmt = insert(table)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[table.c.trial_id, table.c.key], set_={"value_json": stmt.excluded.value_json}
+        )
+        conn.execute(stmt, rows)
+        return
+    for row in rows:  # other databases: delete and insert
+        conn.execute(sqlalchemy.delete(table).where(table.c.trial_id == trial_id, table.c.key == row["key"]))
+        conn.execute(sqlalchemy.insert(table), [row])
+
+
+def write_attr(backend: RDBStorage, trial_id: int, key: str, value: Any) -> None:
+    """Write one system attribute of a running trial now (one statement in its own transaction)."""
+    from optuna.storages._rdb import models
+
+    with backend.engine.begin() as conn:
+        _upsert_attrs(backend, conn, models.TrialSystemAttributeModel, trial_id, {key: value})
 
 
 def trials_of_this_trial(study: optuna.Study) -> list[FrozenTrial]:

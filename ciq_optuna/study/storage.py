@@ -387,6 +387,8 @@ def resolve_storage(
         parsed = make_url(chosen)
     except Exception:
         raise StorageError(f"not a valid storage URL: {shown}") from None
+    if parsed.drivername == "postgresql":  # SQLAlchemy's default driver is psycopg2; ciq-optuna ships psycopg 3
+        chosen = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
     path = sqlite_path(chosen)
     if path is not None:
         if not path.parent.is_dir():
