@@ -95,6 +95,7 @@ class BatchedStorage(_CachedStorage):
         self.write_through = frozenset(write_through)
         self._open: dict[int, _Open] = {}
         self._by_number: dict[int, list[FrozenTrial]] = {}
+        self._holes: dict[int, int] = {}  # numbers not read yet per study (no O(n) scan for them)
         self._last_stale_check: dict[int, float] = {}
 
     @property
@@ -240,10 +241,16 @@ class BatchedStorage(_CachedStorage):
     def _add_trials_to_cache(self, study_id: int, trials: list[FrozenTrial]) -> None:
         super()._add_trials_to_cache(study_id, trials)
         listed = self._by_number.setdefault(study_id, [])
+        holes = self._holes.get(study_id, 0)
         for trial in trials:
-            while len(listed) <= trial.number:
-                listed.append(None)  # type: ignore[arg-type]  # filled below or by a later read
-            listed[trial.number] = trial
+            if len(listed) <= trial.number:
+                holes += trial.number - len(listed)
+                listed.extend([None] * (trial.number - len(listed)))  # type: ignore[list-item]
+                listed.append(trial)
+            else:
+                holes -= listed[trial.number] is None
+                listed[trial.number] = trial
+        self._holes[study_id] = holes
 
     def _read_trials_from_remote_storage(self, study_id: int) -> None:
         """Read the trials that changed, unless one light query shows that nothing did.
@@ -258,7 +265,7 @@ class BatchedStorage(_CachedStorage):
             quiet = (
                 study is not None
                 and bool(listed)
-                and None not in listed
+                and not self._holes.get(study_id)
                 and study.unfinished_trial_ids <= self._open.keys()
             )
             if quiet:
@@ -285,7 +292,7 @@ class BatchedStorage(_CachedStorage):
                 ):
                     if not trials[n].state.is_finished():
                         trials[n] = pending.trial
-            if None in trials:  # numbers not read yet (another process is creating them)
+            if self._holes.get(study_id):  # numbers not read yet (another process is creating them)
                 trials = [t for t in trials if t is not None]
             if states is not None:
                 trials = [t for t in trials if t.state in states]
