@@ -147,7 +147,7 @@ def test_killed_tune_keeps_every_finished_trial_and_resumes(tmp_path: Path) -> N
     for t in complete:  # whole: parameters, attributes and value together
         assert t.user_attrs["flags"] == [str(t.params["x"])] and t.value == t.params["x"]
     assert all(t.state in (TrialState.COMPLETE, TrialState.RUNNING) for t in trials)
-    time.sleep(2.5)  # the killed trial's heartbeat goes stale; the next run fails it
+    time.sleep(4)  # the heartbeat goes stale (grace 2 s; SQLite time has 1 s steps); the next run fails it
     storage = resolve_storage(None, default_path=db, heartbeat_interval=1, grace_period=2)
     study = optuna.load_study(study_name="k", storage=storage)
     study.optimize(lambda t: t.suggest_int("x", 0, 1000), n_trials=2)
