@@ -98,6 +98,11 @@ class BatchedStorage(_CachedStorage):
         self._holes: dict[int, int] = {}  # numbers not read yet per study (no O(n) scan for them)
         self._last_stale_check: dict[int, float] = {}
 
+    def _db(self, call: Any) -> Any:
+        """``call()`` through the backend's retry during a database outage, when it has one."""
+        retrying = getattr(self._backend, "retrying", None)
+        return retrying(call) if retrying is not None else call()
+
     @property
     def backend(self) -> RDBStorage:
         """The wrapped ``RDBStorage``."""
@@ -158,7 +163,7 @@ class BatchedStorage(_CachedStorage):
                     pending.system_attrs[key] = copy.deepcopy(value)
                     return
         if pending is not None:  # a running trial of this process: no need to check its state first
-            write_attr(self._backend, trial_id, key, value)
+            self._db(lambda: write_attr(self._backend, trial_id, key, value))
             return
         super().set_trial_system_attr(trial_id, key, value)
 
@@ -183,7 +188,7 @@ class BatchedStorage(_CachedStorage):
             rows = pending.take()
             cached = {name: study.param_distribution.get(name) for name in rows.params}
         try:
-            written = write_trial(self._backend, trial_id, rows, cached, state, values, now)
+            written = self._db(lambda: write_trial(self._backend, trial_id, rows, cached, state, values, now))
         except optuna.exceptions.UpdateFinishedTrialError:
             with self._lock:  # finished by another process (stale): read it back from the storage
                 self._open.pop(trial_id, None)
@@ -219,7 +224,7 @@ class BatchedStorage(_CachedStorage):
                 cached = {name: study.param_distribution.get(name) for name in rows.params}
         if rows is not None:
             try:
-                write_trial(self._backend, trial_id, rows, cached, None, None, None)
+                self._db(lambda: write_trial(self._backend, trial_id, rows, cached, None, None, None))
             except Exception:
                 with self._lock:
                     pending.give_back(rows)
@@ -270,7 +275,7 @@ class BatchedStorage(_CachedStorage):
             )
             if quiet:
                 known = (len(listed), listed[-1]._trial_id)
-        if quiet and _count_and_last_id(self._backend, study_id) == known:
+        if quiet and self._db(lambda: _count_and_last_id(self._backend, study_id)) == known:
             return
         super()._read_trials_from_remote_storage(study_id)
 
