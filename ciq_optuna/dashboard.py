@@ -28,7 +28,7 @@ import optuna
 from optuna.artifacts import FileSystemArtifactStore
 
 from ciq_optuna.cli.types import port
-from ciq_optuna.errors import CiqError
+from ciq_optuna.errors import EXIT_USER_ERROR, CiqError
 from ciq_optuna.study.storage import (
     DEFAULT_STORAGE_FILE,
     redact,
@@ -173,12 +173,12 @@ def run_dashboard_command(args: argparse.Namespace) -> int:
     path = sqlite_path(url)
     if path is not None and not path.is_file():
         print(f"ciq-optuna dashboard: error: no such storage file: {path}", file=sys.stderr)
-        return 1
+        return EXIT_USER_ERROR
     try:
         storage = resolve_storage(url, default_path=DEFAULT_STORAGE_FILE, heartbeat_interval=None)
     except CiqError as exc:
         print(f"ciq-optuna dashboard: error: {scrub(str(exc), url)}", file=sys.stderr)
-        return 1
+        return EXIT_USER_ERROR
     directory = Path(args.artifacts).resolve() if args.artifacts else artifact_dir(url)
     directory.mkdir(parents=True, exist_ok=True)
     if not is_loopback(args.host):
@@ -203,7 +203,7 @@ def run_dashboard_command(args: argparse.Namespace) -> int:
             f"ciq-optuna dashboard: error: cannot listen on {args.host}:{args.port}: {exc.strerror}",
             file=sys.stderr,
         )
-        return 1
+        return EXIT_USER_ERROR
     except KeyboardInterrupt:
         return 0
     return 0

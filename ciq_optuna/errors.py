@@ -2,6 +2,9 @@
 
 from pathlib import Path
 
+#: Exit status of every ``ciq-optuna`` subcommand for a CiqError (argparse uses it too).
+EXIT_USER_ERROR = 2
+
 
 class CiqError(Exception):
     """An error caused by input or environment that the user can correct."""

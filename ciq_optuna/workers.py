@@ -43,7 +43,7 @@ import sqlalchemy
 from optuna.trial import FrozenTrial
 
 from ciq_optuna.cli.types import positive_float, positive_int
-from ciq_optuna.errors import CiqError
+from ciq_optuna.errors import EXIT_USER_ERROR, CiqError
 from ciq_optuna.study.budget import (
     BUDGET_ATTR,
     CANCELLED_ATTR,
@@ -397,7 +397,7 @@ def run_worker_command(args: argparse.Namespace) -> int:
         )
     except CiqError as exc:
         print(f"ciq-optuna worker: error: {scrub(str(exc), args.storage)}", file=sys.stderr, flush=True)
-        return 1
+        return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("ciq-optuna worker: interrupted", file=sys.stderr, flush=True)
         return 130

@@ -7,7 +7,7 @@ PostgreSQL (marker ``postgres``)
     When the tests run as root the server runs as the ``postgres`` user (initdb refuses root).
     Without the binaries the tests are skipped, except in CI (``CI=true``) where they fail.
 
-    ``postgres_url`` (session): ``postgresql+psycopg2://ciq:<password>@127.0.0.1:<port>/ciq``.
+    ``postgres_url`` (session): ``postgresql+psycopg://ciq:<password>@127.0.0.1:<port>/ciq``.
     ``postgres_db_url`` (function): a URL to a fresh, empty database for one test.
     ``postgres_server.restart()`` restarts the server (``pg_ctl restart -m fast``): every open
     connection is cut, as in a real database restart. ``halt()`` / ``resume()`` stop it and start
@@ -81,7 +81,7 @@ class PostgresServer:
 
     def url(self, database: str = "ciq") -> str:
         """SQLAlchemy URL of ``database`` on this server (with the password)."""
-        return f"postgresql+psycopg2://{self.user}:{self.password}@127.0.0.1:{self.port}/{database}"
+        return f"postgresql+psycopg://{self.user}:{self.password}@127.0.0.1:{self.port}/{database}"
 
     def _cmd(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
         env = dict(os.environ, PGPASSWORD=self.password)
@@ -185,9 +185,9 @@ def postgres_server() -> Iterator[PostgresServer]:
     if _find_bindir() is None:
         _unavailable("PostgreSQL server binaries not found (apt-get install postgresql)")
     try:
-        import psycopg2  # noqa: F401
+        import psycopg  # noqa: F401
     except ImportError:
-        _unavailable("psycopg2 is not installed (pip install 'ciq-optuna[postgres]')")
+        _unavailable("psycopg (3) is not installed (pip install 'ciq-optuna[postgres]')")
     server = PostgresServer(fast=True)
     try:
         server.start()

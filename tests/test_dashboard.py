@@ -111,7 +111,7 @@ def _stop(proc: subprocess.Popen) -> str:
 def test_dashboard_missing_storage_file_is_one_line(tmp_path: Path) -> None:
     proc = _start_dashboard(str(tmp_path / "nope.db"), _free_port())
     out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert out.strip().splitlines() == [
         f"ciq-optuna dashboard: error: no such storage file: {tmp_path / 'nope.db'}"
     ]

@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("ciq_optuna.gpu",),
     ("ciq_optuna.tune", "ciq_optuna.workers"),
     ("ciq_optuna.tune_all",),
-    ("ciq_optuna.cli",),
+    ("ciq_optuna.cli", "ciq_optuna.api"),
     ("ciq_optuna.compileiq",),
 ]
 

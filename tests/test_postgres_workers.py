@@ -126,11 +126,11 @@ def test_workers_survive_a_database_restart(postgres_server, postgres_db_url, tm
 def test_worker_errors_are_one_line_without_password(
     postgres_server, postgres_db_url, tmp_path: Path
 ) -> None:
-    """A missing study and an unreachable server: exit status 1, one line, no password."""
+    """A missing study and an unreachable server: exit status 2, one line, no password."""
     missing = start_worker(postgres_db_url, "no-such-study", tmp_path, name="missing")
     closed = postgres_db_url.replace(f":{postgres_server.port}/", ":1/")
     unreachable = start_worker(closed, "x", tmp_path, name="unreachable")
-    assert wait_all([missing, unreachable]) == [1, 1]
+    assert wait_all([missing, unreachable]) == [2, 2]
     for name in ("missing", "unreachable"):
         lines = (tmp_path / f"{name}.out").read_text().strip().splitlines()
         assert len(lines) == 1, lines

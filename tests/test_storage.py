@@ -67,7 +67,7 @@ def _pragmas(db: Path) -> tuple[str, ...]:
 def test_sqlite_is_tuned_and_stays_a_plain_rdb(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     storage = resolve_storage(None, default_path=db)
-    assert isinstance(storage, optuna.storages.RDBStorage)
+    assert isinstance(storage.backend, optuna.storages.RDBStorage)
     study = optuna.create_study(storage=storage, study_name="s")
     study.optimize(lambda t: t.suggest_int("x", 0, 9), n_trials=3)
     with storage.engine.connect() as conn:
@@ -103,8 +103,8 @@ def test_bad_urls_are_one_line_errors_without_password(tmp_path: Path) -> None:
 
 
 def test_unreachable_postgres_error_has_no_password(tmp_path: Path) -> None:
-    pytest.importorskip("psycopg2")
+    pytest.importorskip("psycopg")
     with pytest.raises(StorageError) as info:
-        resolve_storage("postgresql+psycopg2://u:topsecret@127.0.0.1:1/d", default_path=tmp_path / "x.db")
+        resolve_storage("postgresql://u:topsecret@127.0.0.1:1/d", default_path=tmp_path / "x.db")
     text = str(info.value)
     assert "topsecret" not in text and "u:***@127.0.0.1:1/d" in text and "\n" not in text

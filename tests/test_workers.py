@@ -97,7 +97,7 @@ def test_unknown_study_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     add_worker_arguments(parser)
     code = run_worker_command(parser.parse_args(["--storage", url, "--study", "nope"]))
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 1
+    assert code == 2
     assert err == [f"ciq-optuna worker: error: no study named 'nope' in {url}"]
 
 

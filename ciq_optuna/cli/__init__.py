@@ -7,9 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from ciq_optuna import __version__
-from ciq_optuna.errors import CiqError
-
-EXIT_USER_ERROR = 2
+from ciq_optuna.errors import EXIT_USER_ERROR, CiqError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -19,7 +17,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``ciq-optuna`` parser. With ``argv``, only the command it names gets its full parser
+    (the others are listed with their help line): ``--help`` and light commands then do not
+    import the machinery of ``worker``, ``dashboard`` and ``validate`` (Optuna, SQLAlchemy...)."""
     from ciq_optuna.cli import acf_cmd, check_cmd, explain_cmd, spaces_cmd, store_cmd, tune_all_cmd, tune_cmd
 
     parser = _Parser(
@@ -35,30 +36,50 @@ def build_parser() -> argparse.ArgumentParser:
     store_cmd.register(sub)
     check_cmd.register(sub)
     explain_cmd.register(sub)
-    _register_optional(sub)
+    wanted = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
+    _register_optional(sub, wanted)
     return parser
 
 
-def _register_optional(sub: argparse._SubParsersAction) -> None:
-    """Commands whose machinery lives in its own module (workers, dashboard, GPU validation)."""
-    from ciq_optuna import dashboard, workers
-    from ciq_optuna.gpu import cli as gpu_cli
+#: Commands whose machinery lives in its own module: name -> (help, module, add arguments, run).
+_OPTIONAL = {
+    "worker": (
+        "join a study and evaluate its trials (any machine with the kernel)",
+        "ciq_optuna.workers",
+        "add_worker_arguments",
+        "run_worker_command",
+    ),
+    "dashboard": (
+        "inspect studies live in optuna-dashboard (127.0.0.1 by default)",
+        "ciq_optuna.dashboard",
+        "add_dashboard_arguments",
+        "run_dashboard_command",
+    ),
+    "validate": (
+        "re-measure ACFs against the baseline on the GPU, keep significant wins",
+        "ciq_optuna.gpu.cli",
+        "add_validate_arguments",
+        "run_validate",
+    ),
+}
 
-    p = sub.add_parser("worker", help="join a study and evaluate its trials (any machine with the kernel)")
-    workers.add_worker_arguments(p)
-    p.set_defaults(func=workers.run_worker_command)
-    p = sub.add_parser("dashboard", help="inspect studies live in optuna-dashboard (127.0.0.1 by default)")
-    dashboard.add_dashboard_arguments(p)
-    p.set_defaults(func=dashboard.run_dashboard_command)
-    p = sub.add_parser(
-        "validate", help="re-measure ACFs against the baseline on the GPU, keep significant wins"
-    )
-    gpu_cli.add_validate_arguments(p)
-    p.set_defaults(func=gpu_cli.run_validate)
+
+def _register_optional(sub: argparse._SubParsersAction, wanted: str | None) -> None:
+    """Commands whose machinery lives in its own module (workers, dashboard, GPU validation);
+    only ``wanted`` (every one when None) is imported."""
+    import importlib
+
+    for name, (help_text, module_name, add_arguments, run) in _OPTIONAL.items():
+        p = sub.add_parser(name, help=help_text)
+        if wanted is None or wanted == name:
+            module = importlib.import_module(module_name)
+            getattr(module, add_arguments)(p)
+            p.set_defaults(func=getattr(module, run))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -8,7 +8,6 @@ import os
 import sys
 from pathlib import Path
 
-from ciq_optuna.check import check_store, format_table
 from ciq_optuna.errors import CiqError
 from ciq_optuna.store import STORE_ENV, Store
 
@@ -38,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ciq_optuna.check import check_store, format_table  # lazy: keeps --help fast
+
     root = args.store or os.environ.get(STORE_ENV)
     if not root:
         raise CiqError(f"no store given: pass STORE or set ${STORE_ENV}")

@@ -8,8 +8,6 @@ from pathlib import Path
 from ciq_optuna.acf import read_acf
 from ciq_optuna.compilers.base import get_compiler
 from ciq_optuna.errors import CiqError
-from ciq_optuna.explain import explain, find_kernel, format_explanation, load_study_of
-from ciq_optuna.study.metadata import file_sha256
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ciq_optuna.explain import explain, find_kernel, format_explanation, load_study_of  # lazy: --help
+    from ciq_optuna.study.metadata import file_sha256
+
     acf = read_acf(args.acf)
     kernel = args.kernel or find_kernel(args.acf, acf)
     if kernel is None:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ciq_optuna.compilers.base import get_compiler
-from ciq_optuna.space.compiler_space import CompilerSpace
-from ciq_optuna.space.controls import IntControl
-from ciq_optuna.space.files import available_spaces, find_space
+if TYPE_CHECKING:
+    from ciq_optuna.space.compiler_space import CompilerSpace
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,6 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _load(name: str) -> CompilerSpace:
+    from ciq_optuna.space.compiler_space import CompilerSpace
+    from ciq_optuna.space.files import find_space
+
     path = Path(name)
     if path.suffix == ".toml" or path.exists():
         return CompilerSpace.load(path)
@@ -47,6 +49,9 @@ def _load(name: str) -> CompilerSpace:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from ciq_optuna.space.compiler_space import CompilerSpace
+    from ciq_optuna.space.files import available_spaces
+
     files = available_spaces()
     if not files:
         print("no space files found")
@@ -58,6 +63,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from ciq_optuna.space.controls import IntControl
+
     space = _load(args.space)
     if args.arch:
         space = space.for_arch(args.arch)
@@ -76,7 +83,10 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from ciq_optuna.compilers.base import get_compiler
     from ciq_optuna.space.check import check_space
+    from ciq_optuna.space.compiler_space import CompilerSpace
+    from ciq_optuna.space.files import find_space
 
     space = _load(args.space) if args.space else None
     compiler = get_compiler(args.compiler or (space.compiler if space else "ptxas"), args.compiler_path)

@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from ciq_optuna.cli.types import positive_int
-from ciq_optuna.tune_all import format_summary, load_manifest, tune_all
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ciq_optuna.tune_all import format_summary, load_manifest, tune_all  # lazy: keeps --help fast
+
     manifest = load_manifest(args.manifest)
     results = tune_all(
         manifest,

@@ -9,9 +9,6 @@ from pathlib import Path
 
 from ciq_optuna.cli.types import positive_float, positive_int
 from ciq_optuna.objectives.metrics import COMPILE_METRICS
-from ciq_optuna.objectives.work_saved import format_work_saved
-from ciq_optuna.summary import front_text, summary_text
-from ciq_optuna.tune import TuneConfig, tune
 
 
 def _metric_list(text: str) -> list[str]:
@@ -145,6 +142,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ciq_optuna.objectives.work_saved import format_work_saved  # lazy, as tune: keeps --help fast
+    from ciq_optuna.summary import front_text, summary_text  # lazy, as above
+    from ciq_optuna.tune import TuneConfig, tune  # lazy: `ciq-optuna --help` does not load Optuna
+
     config = TuneConfig(
         kernel=args.kernel,
         arch=args.arch,

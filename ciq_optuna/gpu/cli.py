@@ -15,7 +15,7 @@ from typing import Any
 
 from ciq_optuna.cli.types import positive_int
 from ciq_optuna.compilers.triton import is_triton_ref, load_kernel
-from ciq_optuna.errors import CiqError
+from ciq_optuna.errors import EXIT_USER_ERROR, CiqError
 from ciq_optuna.gpu.harness import KernelLaunch
 from ciq_optuna.gpu.winners import ValidationSettings, validate_acfs
 
@@ -171,7 +171,7 @@ def run_validate(args: argparse.Namespace) -> int:
             )
     except CiqError as exc:
         print(f"ciq-optuna validate: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USER_ERROR
     print(report.format_table())
     print(f"{len(report.kept)} of {len(report.candidates)} kept")
     return 0

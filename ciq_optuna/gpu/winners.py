@@ -130,7 +130,10 @@ class ValidationReport:
 
 def welch_one_sided(better: Sequence[float], worse: Sequence[float]) -> float:
     """p-value of Welch's t-test that ``better`` has a smaller mean than ``worse``."""
-    from scipy import stats
+    try:
+        from scipy import stats
+    except ImportError:
+        raise CiqError("validating winners needs scipy: pip install 'ciq-optuna[gpu]'") from None
 
     res = stats.ttest_ind(worse, better, equal_var=False, alternative="greater")
     p = float(res.pvalue)

@@ -29,6 +29,7 @@ from ciq_optuna.compilers.base import xptxas_arg
 from ciq_optuna.errors import CiqError
 from ciq_optuna.objectives.metrics import COMPILE_METRICS, compile_metrics, missing_metric_reason
 from ciq_optuna.space.search import Candidate, SearchSpace
+from ciq_optuna.study._optuna import trials_of_this_trial
 
 Measure = Callable[[Path, Candidate], "Mapping[str, float] | float"]
 """A measurement of a compiled binary: ``measure(cubin_path, candidate) -> {metric: value}`` (or one number)."""
@@ -39,12 +40,19 @@ class TrialFailed(CiqError):
 
 
 class BinaryCache:
-    """Measurements by binary code hash, shared through the study's storage (all workers see them)."""
+    """Measurements by binary code hash, shared through the study's storage (all workers see them).
+
+    Measurements of this process are known at once; those of other workers come from the trial
+    list as read at the start of the current trial (no extra storage read), looking only at trials
+    not seen finished before; a measurement finished since is only made again.
+    """
 
     def __init__(self, study: optuna.Study) -> None:
         self.study = study
         self._known: dict[str, tuple[int, dict[str, float]]] = {}
         self._lock = threading.Lock()
+        self._seen = 0
+        self._unfinished: set[int] = set()
 
     def lookup(self, code_hash: str) -> tuple[int, dict[str, float]] | None:
         with self._lock:
@@ -57,11 +65,19 @@ class BinaryCache:
             self._known.setdefault(code_hash, (trial_number, dict(measured)))
 
     def _refresh(self) -> None:
-        trials = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        for t in trials:
+        trials = trials_of_this_trial(self.study)
+        if len(trials) < self._seen:
+            self._seen, self._unfinished = 0, set()
+        unfinished = set()
+        for i in [*self._unfinished, *range(self._seen, len(trials))]:
+            t = trials[i]
+            if not t.state.is_finished():
+                unfinished.add(i)
+                continue
             h, measured = t.user_attrs.get("binary_hash"), t.user_attrs.get("measured")
-            if h and measured is not None and "reused_from" not in t.user_attrs:
+            if t.state == optuna.trial.TrialState.COMPLETE and h and measured is not None and "reused_from" not in t.user_attrs:
                 self._known.setdefault(h, (t.number, measured))
+        self._seen, self._unfinished = len(trials), unfinished
 
 
 class CompileObjective:
@@ -101,6 +117,8 @@ class CompileObjective:
         self.timeout = timeout
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="ciq-optuna-"))
         self._caches: dict[int, BinaryCache] = {}
+        #: The study metadata this objective was built from (set by ciq_optuna.compile_objective).
+        self.meta: dict[str, Any] | None = None
 
     def binary_path(self, code_hash: str) -> Path:
         """Where the binary with this code hash is kept."""

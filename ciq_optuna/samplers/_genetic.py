@@ -25,6 +25,8 @@ _LOG = logging.getLogger("ciq_optuna.samplers")
 
 CROSSOVERS = ("uniform", "onepoint", "twopoint", "none")
 _KEY_ATTR = "GeneticSampler:key"
+#: The trial system attribute holding the configuration a trial claims (read by other workers).
+CLAIM_ATTR = _KEY_ATTR
 _POOL_ATTR = "GeneticSampler:pool_size"
 _N_CANDIDATES = 16
 _CLAIM_TRIES = 8
@@ -552,7 +554,10 @@ class GeneticSampler(BaseGASampler):
         same configuration at the same time at least one sees the other and plans again.
         """
         others = study._storage.get_all_trials(study._study_id, deepcopy=False)
-        return [self._running_params(t) for t in others if t.number != trial.number]
+        # Trials seen finished at the last sync are already in the finished keys: only the others
+        # can clash (O(new trials), not O(study)).
+        numbers = [*self._pending, *range(self._seen_upto, len(others))]
+        return [self._running_params(others[n]) for n in numbers if n < len(others) and n != trial.number]
 
     @staticmethod
     def _running_params(t: FrozenTrial) -> dict[str, Any]:

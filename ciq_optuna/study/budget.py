@@ -19,11 +19,15 @@ their objectives through :func:`gated_objective`, so they count alike.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import threading
 from collections.abc import Callable, Sequence
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
+
+from ciq_optuna.study._optuna import trials_of_this_trial
 
 Objective = Callable[[optuna.trial.Trial], "float | Sequence[float]"]
 
@@ -78,13 +82,53 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
+class SlotCounter:
+    """How many trials numbered before a given one hold a slot, amortised O(1) per trial.
+
+    A finished trial never changes whether it holds a slot, so finished trials are looked at
+    once (their numbers kept sorted); only the unfinished ones are looked at again each time.
+    """
+
+    def __init__(self, study: optuna.Study) -> None:
+        self.study = study
+        self._claimed: list[int] = []  # sorted numbers of finished trials that hold a slot
+        self._unfinished: set[int] = set()
+        self._seen = 0
+        self._lock = threading.Lock()
+
+    def before(self, number: int, *, fresh: bool = False) -> int:
+        """Trials numbered below ``number`` that hold a slot.
+
+        By default as read at the start of the current trial (after it was numbered, so every
+        trial before it is there); ``fresh`` reads the storage again. A trial only ever stops
+        holding a slot, so the count read first is an upper bound of the fresh one.
+        """
+        trials = self.study.get_trials(deepcopy=False) if fresh else trials_of_this_trial(self.study)
+        if not fresh and len(trials) < number:
+            trials = self.study.get_trials(deepcopy=False)
+        with self._lock:
+            if len(trials) < self._seen:  # not the same study any more: start again
+                self._claimed, self._unfinished, self._seen = [], set(), 0
+            unfinished = []
+            for i in [*self._unfinished, *range(self._seen, len(trials))]:
+                t = trials[i]
+                if not t.state.is_finished():
+                    unfinished.append(i)
+                elif claims_slot(t):
+                    bisect.insort(self._claimed, t.number)
+            self._unfinished, self._seen = set(unfinished), len(trials)
+            held = bisect.bisect_left(self._claimed, number)
+            return held + sum(1 for i in unfinished if trials[i].number < number and claims_slot(trials[i]))
+
+
 def gated_objective(study: optuna.Study, objective: Objective, budget: int | None) -> Objective:
     """Wrap ``objective``: cancel trials beyond the budget, record failures as ``error``."""
+    slots = SlotCounter(study)
 
     def run(trial: optuna.trial.Trial) -> float | Sequence[float]:
         if budget is not None:
-            before = [t for t in study.get_trials(deepcopy=False) if t.number < trial.number]
-            if sum(claims_slot(t) for t in before) >= budget:
+            # the count of the trial's first read is an upper bound: read again only when it is full
+            if slots.before(trial.number) >= budget and slots.before(trial.number, fresh=True) >= budget:
                 trial.set_user_attr(CANCELLED_ATTR, "budget already held by earlier trials")
                 with contextlib.suppress(RuntimeError):  # outside study.optimize there is no loop to stop
                     study.stop()

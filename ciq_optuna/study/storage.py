@@ -44,6 +44,8 @@ from optuna.trial import TrialState
 from sqlalchemy.engine import make_url
 
 from ciq_optuna.errors import CiqError
+from ciq_optuna.samplers._genetic import CLAIM_ATTR
+from ciq_optuna.study._optuna import BatchedStorage
 
 #: Environment variable holding the storage URL (keeps the password off the command line).
 STORAGE_ENV = "CIQ_OPTUNA_STORAGE"
@@ -62,6 +64,9 @@ SQLITE_BUSY_TIMEOUT_S = 60.0
 
 #: SQLite variants measured by benchmarks/throughput.py; "tuned" is what resolve_storage uses.
 SQLITE_MODES = ("optuna-default", "wal-normal", "wal-off", "tuned")
+
+#: Trial system attributes written at once even while the trial runs: other workers read them.
+WRITE_THROUGH_ATTRS = (CLAIM_ATTR,)
 
 _logger = logging.getLogger("ciq_optuna.study.storage")
 _T = TypeVar("_T")
@@ -364,6 +369,7 @@ def resolve_storage(
     max_retry: int | None = DEFAULT_MAX_RETRY,
     sqlite_mode: str = "tuned",
     reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT_S,
+    batched: bool = True,
 ) -> optuna.storages.BaseStorage:
     """Open the study storage (see the module docstring for how the URL is chosen).
 
@@ -371,7 +377,9 @@ def resolve_storage(
     without a heartbeat before a RUNNING trial is failed; default three intervals) drive the
     recovery from dead workers; a failed trial's configuration is queued again at most
     ``max_retry`` times. A call that loses the database is retried for ``reconnect_timeout``
-    seconds. Raises :class:`StorageError` with the password redacted.
+    seconds. ``batched`` (the default) writes each trial of this process in one transaction when
+    it finishes (:class:`ciq_optuna.study._optuna.BatchedStorage`); False gives the RDB storage
+    alone. Raises :class:`StorageError` with the password redacted.
     """
     chosen = storage_url(url, default_path=default_path)
     shown = redact(chosen)
@@ -379,6 +387,8 @@ def resolve_storage(
         parsed = make_url(chosen)
     except Exception:
         raise StorageError(f"not a valid storage URL: {shown}") from None
+    if parsed.drivername == "postgresql":  # SQLAlchemy's default driver is psycopg2; ciq-optuna ships psycopg 3
+        chosen = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
     path = sqlite_path(chosen)
     if path is not None:
         if not path.parent.is_dir():
@@ -398,12 +408,13 @@ def resolve_storage(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return ResilientRDBStorage(
+            rdb = ResilientRDBStorage(
                 chosen,
                 engine_kwargs=engine_kwargs_for(chosen, sqlite_mode=sqlite_mode),
                 reconnect_timeout=reconnect_timeout,
                 **hb_kwargs,
             )
+        return BatchedStorage(rdb, write_through=WRITE_THROUGH_ATTRS) if batched else rdb
     except ImportError:
         driver = parsed.get_backend_name()
         hint = " (pip install 'ciq-optuna[postgres]')" if driver == "postgresql" else ""

@@ -1,0 +1,467 @@
+"""Every use of Optuna's private storage internals, in one place (tests/test_optuna_private.py).
+
+Optuna has no public API to write several attributes of a trial in one transaction, nor to read
+the trial list of a study incrementally, so :class:`BatchedStorage` builds on
+``optuna.storages._CachedStorage`` (the wrapper Optuna itself puts around every ``RDBStorage``) and on
+the ``RDBStorage`` helpers that write one row without committing. An Optuna upgrade that renames
+any of them fails ``tests/test_optuna_private.py`` by name; the supported range is pinned in
+pyproject.toml.
+
+What it changes, for one trial run by this process (created by ``create_new_trial``, or a queued
+trial it moved to RUNNING):
+
+- Parameters and user/system attributes are kept in memory and written with the final state and
+  values in ONE transaction: about 35 commits per trial become one. A finished trial is therefore
+  stored whole or not at all; a process killed mid-trial leaves a RUNNING trial without parameters,
+  which the heartbeat fails (its retry samples a new configuration).
+- System attributes named in ``write_through`` (the sampler's claim of a configuration, which other
+  workers read to avoid duplicates) are written at once, as before.
+- This process reads its own running trials from memory (``get_trial``), the trial list is kept by
+  number and extended with the rows that changed since the last read (no sort of the whole list),
+  and the stale-trial check runs at most once per heartbeat interval instead of before every trial.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import time
+from collections.abc import Container, Iterable, Sequence
+from typing import Any
+
+import optuna
+from optuna import distributions
+from optuna.storages import RDBStorage
+from optuna.storages._cached_storage import _CachedStorage
+from optuna.trial import FrozenTrial, TrialState
+
+#: Every private name this module uses, checked by tests/test_optuna_private.py.
+PRIVATE_NAMES = (
+    "optuna.storages._cached_storage._CachedStorage",
+    "optuna.storages._cached_storage._CachedStorage._backend",
+    "optuna.storages._cached_storage._CachedStorage._studies",
+    "optuna.storages._cached_storage._CachedStorage._lock",
+    "optuna.storages._cached_storage._CachedStorage._add_trials_to_cache",
+    "optuna.storages._cached_storage._CachedStorage._read_trials_from_remote_storage",
+    "optuna.storages._cached_storage._CachedStorage._trial_id_to_study_id_and_number",
+    "optuna.storages._rdb.models.TrialModel.__table__",
+    "optuna.storages._rdb.models.TrialParamModel.__table__",
+    "optuna.storages._rdb.models.TrialUserAttributeModel.__table__",
+    "optuna.storages._rdb.models.TrialSystemAttributeModel.__table__",
+    "optuna.storages._rdb.models.TrialValueModel.__table__",
+    "optuna.storages._rdb.models.TrialValueModel.value_to_stored_repr",
+    "optuna.study.Study._get_trials",
+)
+
+
+class _Open:
+    """A running trial of this process: its trial as the study will see it, and unwritten rows."""
+
+    __slots__ = ("trial", "params", "user_attrs", "system_attrs")
+
+    def __init__(self, trial: FrozenTrial) -> None:
+        self.trial = trial
+        self.params: dict[str, tuple[float, distributions.BaseDistribution]] = {}
+        self.user_attrs: dict[str, Any] = {}
+        self.system_attrs: dict[str, Any] = {}
+
+    def has_rows(self) -> bool:
+        return bool(self.params or self.user_attrs or self.system_attrs)
+
+    def take(self) -> _Open:
+        """The unwritten rows, moved to a new object (this one keeps none)."""
+        rows = _Open(self.trial)
+        rows.params, rows.user_attrs, rows.system_attrs = self.params, self.user_attrs, self.system_attrs
+        self.params, self.user_attrs, self.system_attrs = {}, {}, {}
+        return rows
+
+    def give_back(self, rows: _Open) -> None:
+        """Rows whose write failed: written again with the next ones (newer values win)."""
+        self.params = {**rows.params, **self.params}
+        self.user_attrs = {**rows.user_attrs, **self.user_attrs}
+        self.system_attrs = {**rows.system_attrs, **self.system_attrs}
+
+
+class BatchedStorage(_CachedStorage):
+    """An RDB storage that writes each trial of this process in one transaction when it finishes.
+
+    Use it wherever an ``RDBStorage`` is used (``optuna.create_study(storage=...)``); several
+    processes may share a study as before (see the module docstring for what is written when).
+    """
+
+    def __init__(self, backend: RDBStorage, *, write_through: Iterable[str] = ()) -> None:
+        super().__init__(backend)
+        self.write_through = frozenset(write_through)
+        self._open: dict[int, _Open] = {}
+        self._by_number: dict[int, list[FrozenTrial]] = {}
+        self._holes: dict[int, int] = {}  # numbers not read yet per study (no O(n) scan for them)
+        self._last_stale_check: dict[int, float] = {}
+
+    def _db(self, call: Any) -> Any:
+        """``call()`` through the backend's retry during a database outage, when it has one."""
+        retrying = getattr(self._backend, "retrying", None)
+        return retrying(call) if retrying is not None else call()
+
+    @property
+    def backend(self) -> RDBStorage:
+        """The wrapped ``RDBStorage``."""
+        return self._backend
+
+    def __getattr__(self, name: str) -> Any:
+        """The wrapped storage's public attributes (``url``, ``engine``, ``grace_period``...)."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._backend, name)
+
+    # ---------------------------------------------------------------- trials of this process
+
+    def create_new_trial(self, study_id: int, template_trial: FrozenTrial | None = None) -> int:
+        trial_id = super().create_new_trial(study_id, template_trial)
+        with self._lock:
+            study_id_, number = self._trial_id_to_study_id_and_number[trial_id]
+            trial = self._studies[study_id_].trials[number]
+            if trial.state == TrialState.RUNNING:
+                self._open[trial_id] = _Open(_copy(trial))
+        return trial_id
+
+    def set_trial_param(
+        self,
+        trial_id: int,
+        param_name: str,
+        param_value_internal: float,
+        distribution: distributions.BaseDistribution,
+    ) -> None:
+        with self._lock:
+            pending = self._open.get(trial_id)
+            if pending is not None:
+                study_id, _ = self._trial_id_to_study_id_and_number[trial_id]
+                known = self._studies[study_id].param_distribution.get(param_name)
+                if known is not None:
+                    distributions.check_distribution_compatibility(known, distribution)
+                pending.params[param_name] = (param_value_internal, distribution)
+                pending.trial.params[param_name] = distribution.to_external_repr(param_value_internal)
+                pending.trial.distributions[param_name] = distribution
+                return
+        super().set_trial_param(trial_id, param_name, param_value_internal, distribution)
+
+    def set_trial_user_attr(self, trial_id: int, key: str, value: Any) -> None:
+        with self._lock:
+            pending = self._open.get(trial_id)
+            if pending is not None:
+                pending.user_attrs[key] = copy.deepcopy(value)
+                pending.trial.user_attrs[key] = copy.deepcopy(value)
+                return
+        super().set_trial_user_attr(trial_id, key, value)
+
+    def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
+        with self._lock:
+            pending = self._open.get(trial_id)
+            if pending is not None:
+                pending.trial.system_attrs[key] = copy.deepcopy(value)
+                if key not in self.write_through:
+                    pending.system_attrs[key] = copy.deepcopy(value)
+                    return
+        if pending is not None:  # a running trial of this process: no need to check its state first
+            self._db(lambda: write_attr(self._backend, trial_id, key, value))
+            return
+        super().set_trial_system_attr(trial_id, key, value)
+
+    def set_trial_state_values(
+        self, trial_id: int, state: TrialState, values: Sequence[float] | None = None
+    ) -> bool:
+        with self._lock:
+            pending = self._open.get(trial_id)
+        if pending is None:
+            changed = super().set_trial_state_values(trial_id, state, values)
+            if changed and state == TrialState.RUNNING:  # a queued trial this process now runs
+                trial = self._backend.get_trial(trial_id)
+                with self._lock:
+                    self._open[trial_id] = _Open(trial)
+            return changed
+        if not state.is_finished():
+            return super().set_trial_state_values(trial_id, state, values)
+        now = datetime.datetime.now()
+        with self._lock:
+            study_id, _ = self._trial_id_to_study_id_and_number[trial_id]
+            study = self._studies[study_id]
+            rows = pending.take()
+            cached = {name: study.param_distribution.get(name) for name in rows.params}
+        try:
+            written = self._db(lambda: write_trial(self._backend, trial_id, rows, cached, state, values, now))
+        except optuna.exceptions.UpdateFinishedTrialError:
+            with self._lock:  # finished by another process (stale): read it back from the storage
+                self._open.pop(trial_id, None)
+            raise
+        except Exception:
+            with self._lock:  # e.g. the database is down: the rows are written by a later call
+                pending.give_back(rows)
+            raise
+        with self._lock:
+            self._open.pop(trial_id, None)
+            if not written:
+                return False
+            for name, (_, dist) in rows.params.items():
+                study.param_distribution.setdefault(name, dist)
+            done = pending.trial
+            done.state = state
+            done.values = list(values) if values is not None else None
+            done.datetime_complete = now
+            self._add_trials_to_cache(study_id, [done])
+            study.unfinished_trial_ids.discard(trial_id)  # known whole: no need to read it back
+        return True
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        """Write the trial's rows so far, then the heartbeat (Optuna's heartbeat thread calls this
+        every ``heartbeat_interval`` seconds): a trial that runs longer than one interval has its
+        parameters stored, so the retry of a killed worker's trial evaluates the same configuration."""
+        with self._lock:
+            pending = self._open.get(trial_id)
+            rows = pending.take() if pending is not None and pending.has_rows() else None
+            if rows is not None:
+                study_id, _ = self._trial_id_to_study_id_and_number[trial_id]
+                study = self._studies[study_id]
+                cached = {name: study.param_distribution.get(name) for name in rows.params}
+        if rows is not None:
+            try:
+                self._db(lambda: write_trial(self._backend, trial_id, rows, cached, None, None, None))
+            except Exception:
+                with self._lock:
+                    pending.give_back(rows)
+                raise
+            with self._lock:
+                for name, (_, dist) in rows.params.items():
+                    study.param_distribution.setdefault(name, dist)
+        super().record_heartbeat(trial_id)
+
+    def get_trial(self, trial_id: int) -> FrozenTrial:
+        with self._lock:
+            pending = self._open.get(trial_id)
+            if pending is not None:
+                return _copy(pending.trial)
+        return super().get_trial(trial_id)
+
+    # ---------------------------------------------------------------- reading the study
+
+    def _add_trials_to_cache(self, study_id: int, trials: list[FrozenTrial]) -> None:
+        super()._add_trials_to_cache(study_id, trials)
+        listed = self._by_number.setdefault(study_id, [])
+        holes = self._holes.get(study_id, 0)
+        for trial in trials:
+            if len(listed) <= trial.number:
+                holes += trial.number - len(listed)
+                listed.extend([None] * (trial.number - len(listed)))  # type: ignore[list-item]
+                listed.append(trial)
+            else:
+                holes -= listed[trial.number] is None
+                listed[trial.number] = trial
+        self._holes[study_id] = holes
+
+    def _read_trials_from_remote_storage(self, study_id: int) -> None:
+        """Read the trials that changed, unless one light query shows that nothing did.
+
+        When every unfinished trial known is one this process runs, the study changed elsewhere
+        only if it has a new trial: ``count`` and ``max(trial_id)`` of the study tell (one light
+        query instead of the full read of the changed trials, i.e. O(1) for a single process).
+        """
+        with self._lock:
+            study = self._studies.get(study_id)
+            listed = self._by_number.get(study_id)
+            quiet = (
+                study is not None
+                and bool(listed)
+                and not self._holes.get(study_id)
+                and study.unfinished_trial_ids <= self._open.keys()
+            )
+            if quiet:
+                known = (len(listed), listed[-1]._trial_id)
+        if quiet and self._db(lambda: _count_and_last_id(self._backend, study_id)) == known:
+            return
+        super()._read_trials_from_remote_storage(study_id)
+
+    def get_all_trials(
+        self,
+        study_id: int,
+        deepcopy: bool = True,
+        states: Container[TrialState] | None = None,
+    ) -> list[FrozenTrial]:
+        self._read_trials_from_remote_storage(study_id)
+        with self._lock:
+            trials = list(self._by_number.get(study_id, ()))
+            for pending in self._open.values():
+                n = pending.trial.number
+                if (
+                    n < len(trials)
+                    and trials[n] is not None
+                    and trials[n]._trial_id == pending.trial._trial_id
+                ):
+                    if not trials[n].state.is_finished():
+                        trials[n] = pending.trial
+            if self._holes.get(study_id):  # numbers not read yet (another process is creating them)
+                trials = [t for t in trials if t is not None]
+            if states is not None:
+                trials = [t for t in trials if t.state in states]
+            return copy.deepcopy(trials) if deepcopy else trials
+
+    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+        interval = self.get_heartbeat_interval() or 0
+        now = time.monotonic()
+        if now - self._last_stale_check.get(study_id, -1e9) < interval:
+            return []
+        self._last_stale_check[study_id] = now
+        return super()._get_stale_trial_ids(study_id)
+
+
+def _count_and_last_id(backend: RDBStorage, study_id: int) -> tuple[int, int | None]:
+    """Number of trials of a study and its highest trial id, in one query."""
+    import sqlalchemy
+    from optuna.storages._rdb import models
+
+    stmt = sqlalchemy.select(
+        sqlalchemy.func.count(models.TrialModel.trial_id), sqlalchemy.func.max(models.TrialModel.trial_id)
+    ).where(models.TrialModel.study_id == study_id)
+    with backend.engine.connect() as conn:
+        count, last = conn.execute(stmt).one()
+    return int(count), last
+
+
+def _copy(trial: FrozenTrial) -> FrozenTrial:
+    """A copy whose dicts may be changed without touching ``trial`` (cheaper than a deep copy)."""
+    out = copy.copy(trial)
+    out._params = dict(trial.params)
+    out._distributions = dict(trial.distributions)
+    out._user_attrs = dict(trial.user_attrs)
+    out._system_attrs = dict(trial.system_attrs)
+    return out
+
+
+def write_trial(
+    backend: RDBStorage,
+    trial_id: int,
+    pending: _Open,
+    cached: dict[str, distributions.BaseDistribution | None],
+    state: TrialState | None,
+    values: Sequence[float] | None,
+    now: datetime.datetime | None,
+) -> bool:
+    """Write a trial's buffered rows, and its values and final state when ``state`` is given, in
+    one transaction of SQL statements (one per table, no ORM objects).
+
+    Returns False, like ``RDBStorage.set_trial_state_values``, when another process changed the
+    trial first (an IntegrityError); raises ``UpdateFinishedTrialError`` when it is already finished.
+    """
+    import sqlalchemy
+    import sqlalchemy.exc
+    from optuna.storages._rdb import models
+
+    trials = models.TrialModel.__table__
+    try:
+        with backend.engine.begin() as conn:
+            if state is not None:
+                done = conn.execute(
+                    sqlalchemy.update(trials)
+                    .where(trials.c.trial_id == trial_id, trials.c.state == TrialState.RUNNING)
+                    .values(state=state, datetime_complete=now)
+                )
+                if done.rowcount != 1:
+                    _check_updatable(backend, conn, trial_id)
+            elif pending.params or pending.user_attrs or pending.system_attrs:
+                _check_updatable(backend, conn, trial_id)
+            rows = []
+            for name, (value, dist) in pending.params.items():
+                if cached.get(name) is None:  # first use of this name here: check the study's
+                    _check_distribution(conn, trial_id, name, dist)
+                rows.append(
+                    {
+                        "trial_id": trial_id,
+                        "param_name": name,
+                        "param_value": value,
+                        "distribution_json": distributions.distribution_to_json(dist),
+                    }
+                )
+            if rows:
+                conn.execute(sqlalchemy.insert(models.TrialParamModel.__table__), rows)
+            _upsert_attrs(backend, conn, models.TrialUserAttributeModel, trial_id, pending.user_attrs)
+            _upsert_attrs(backend, conn, models.TrialSystemAttributeModel, trial_id, pending.system_attrs)
+            value_rows = []
+            for objective, value in enumerate(values or ()):
+                stored, kind = models.TrialValueModel.value_to_stored_repr(value)
+                value_rows.append(
+                    {"trial_id": trial_id, "objective": objective, "value": stored, "value_type": kind}
+                )
+            if value_rows:
+                conn.execute(sqlalchemy.insert(models.TrialValueModel.__table__), value_rows)
+    except sqlalchemy.exc.IntegrityError:
+        return False
+    except sqlalchemy.exc.SQLAlchemyError as exc:  # as RDBStorage reports a failed commit
+        raise optuna.exceptions.StorageInternalError(f"writing trial id {trial_id} failed") from exc
+    return True
+
+
+def _check_updatable(backend: RDBStorage, conn: Any, trial_id: int) -> None:
+    """KeyError for an unknown trial, ``UpdateFinishedTrialError`` for a finished one."""
+    import sqlalchemy
+    from optuna.storages._rdb import models
+
+    trials = models.TrialModel.__table__
+    state = conn.execute(sqlalchemy.select(trials.c.state).where(trials.c.trial_id == trial_id)).scalar()
+    if state is None:
+        raise KeyError(f"no trial with trial_id {trial_id}")
+    backend.check_trial_is_updatable(trial_id, state)
+
+
+def _check_distribution(conn: Any, trial_id: int, name: str, dist: distributions.BaseDistribution) -> None:
+    """ValueError when the study already has parameter ``name`` with an incompatible distribution."""
+    import sqlalchemy
+    from optuna.storages._rdb import models
+
+    params, trials = models.TrialParamModel.__table__, models.TrialModel.__table__
+    study_id = sqlalchemy.select(trials.c.study_id).where(trials.c.trial_id == trial_id).scalar_subquery()
+    stmt = (
+        sqlalchemy.select(params.c.distribution_json)
+        .join(trials, trials.c.trial_id == params.c.trial_id)
+        .where(trials.c.study_id == study_id, params.c.param_name == name)
+        .limit(1)
+    )
+    previous = conn.execute(stmt).scalar()
+    if previous is not None:
+        distributions.check_distribution_compatibility(distributions.json_to_distribution(previous), dist)
+
+
+def _upsert_attrs(backend: RDBStorage, conn: Any, model: Any, trial_id: int, attrs: dict[str, Any]) -> None:
+    """Insert or replace ``attrs`` of a trial in one statement (SQLite, PostgreSQL), else row by row."""
+    if not attrs:
+        return
+    import sqlalchemy
+
+    table = model.__table__
+    rows = [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)} for k, v in attrs.items()]
+    name = backend.engine.name
+    if name in ("sqlite", "postgresql"):
+        if name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert
+        else:
+            from sqlalchemy.dialects.postgresql import insert
+        stmt = insert(table)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[table.c.trial_id, table.c.key], set_={"value_json": stmt.excluded.value_json}
+        )
+        conn.execute(stmt, rows)
+        return
+    for row in rows:  # other databases: delete and insert
+        conn.execute(sqlalchemy.delete(table).where(table.c.trial_id == trial_id, table.c.key == row["key"]))
+        conn.execute(sqlalchemy.insert(table), [row])
+
+
+def write_attr(backend: RDBStorage, trial_id: int, key: str, value: Any) -> None:
+    """Write one system attribute of a running trial now (one statement in its own transaction)."""
+    from optuna.storages._rdb import models
+
+    with backend.engine.begin() as conn:
+        _upsert_attrs(backend, conn, models.TrialSystemAttributeModel, trial_id, {key: value})
+
+
+def trials_of_this_trial(study: optuna.Study) -> list[FrozenTrial]:
+    """The study's trials as read once at the start of the current trial (no storage read when
+    the sampler read them already); ``Study._get_trials(use_cache=True)``."""
+    return study._get_trials(deepcopy=False, use_cache=True)

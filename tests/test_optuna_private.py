@@ -1,0 +1,156 @@
+"""Optuna internals used by ciq_optuna.study._optuna: they exist, and the batched storage keeps
+Optuna's semantics (what another process or plain Optuna reads back), including after a kill."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from ciq_optuna.study._optuna import PRIVATE_NAMES, BatchedStorage
+from ciq_optuna.study.storage import resolve_storage
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("dotted", PRIVATE_NAMES)
+def test_every_private_optuna_name_still_exists(dotted: str) -> None:
+    parts = dotted.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        break
+    else:  # pragma: no cover
+        pytest.fail(f"no module in {dotted}")
+    storage_like = {"_backend", "_studies", "_lock", "_trial_id_to_study_id_and_number", "scoped_session"}
+    for name in parts[split:]:
+        if name in storage_like:  # instance attributes: check on a real instance
+            rdb = optuna.storages.RDBStorage("sqlite:///:memory:")
+            inst = (
+                optuna.storages._cached_storage._CachedStorage(rdb)
+                if obj is not optuna.storages.RDBStorage
+                else rdb
+            )
+            assert hasattr(inst, name), (
+                f"Optuna {optuna.__version__} has no {dotted}: update ciq_optuna/study/_optuna.py"
+            )
+            return
+        assert hasattr(obj, name), (
+            f"Optuna {optuna.__version__} has no {dotted}: update ciq_optuna/study/_optuna.py"
+        )
+        obj = getattr(obj, name)
+
+
+def _objective(trial: optuna.Trial) -> float:
+    x = trial.suggest_int("x", 0, 50)
+    c = trial.suggest_categorical("c", ["a", "b", "(not passed)"])
+    trial.set_user_attr("flags", [f"-x{x}", c])
+    trial.set_user_attr("metrics", {"registers": x, "spill": 0.5})
+    trial.storage.set_trial_system_attr(trial._trial_id, "note", x)
+    if x % 7 == 0:
+        raise ValueError("seven")
+    return float(x) + (c == "a")
+
+
+def test_batched_trials_read_back_like_plain_optuna(tmp_path: Path) -> None:
+    db = tmp_path / "b.db"
+    storage = resolve_storage(None, default_path=db, heartbeat_interval=None)
+    assert isinstance(storage, BatchedStorage)
+    study = optuna.create_study(
+        storage=storage, study_name="s", sampler=optuna.samplers.RandomSampler(seed=1)
+    )
+    study.enqueue_trial({"x": 14, "c": "a"})
+    study.optimize(_objective, n_trials=30, catch=(ValueError,))
+    plain = optuna.load_study(study_name="s", storage=optuna.storages.RDBStorage(f"sqlite:///{db}"))
+    ours, theirs = study.get_trials(), plain.get_trials()
+    assert len(theirs) == 30
+    assert theirs[0].params == {"x": 14, "c": "a"} and theirs[0].state == TrialState.FAIL
+    for a, b in zip(ours, theirs):
+        assert (a.number, a.state, a.values, a.params, a.distributions) == (
+            b.number,
+            b.state,
+            b.values,
+            b.params,
+            b.distributions,
+        )
+        assert a.user_attrs == b.user_attrs and a.user_attrs["flags"][0] == f"-x{a.params['x']}"
+        assert b.system_attrs["note"] == b.params["x"]
+        assert a.datetime_complete == b.datetime_complete
+    assert study.best_trial.number == plain.best_trial.number
+
+
+def test_a_second_process_sees_new_trials_and_its_writes(tmp_path: Path) -> None:
+    db = tmp_path / "two.db"
+    one = resolve_storage(None, default_path=db, heartbeat_interval=None)
+    two = resolve_storage(None, default_path=db, heartbeat_interval=None)
+    s1 = optuna.create_study(storage=one, study_name="s")
+    s1.optimize(_objective, n_trials=3, catch=(ValueError,))
+    s2 = optuna.load_study(storage=two, study_name="s")
+    running = s2.ask()
+    assert len(s1.get_trials()) == 4  # the light query saw the new trial
+    assert s1.get_trials()[-1].state == TrialState.RUNNING
+    running.suggest_int("x", 0, 50)
+    s2.tell(running, 1.0)
+    assert s1.get_trials()[-1].state == TrialState.COMPLETE and "x" in s1.get_trials()[-1].params
+    # a parameter whose distribution conflicts with the study's is refused, as by Optuna
+    t = s2.ask()
+    with pytest.raises(ValueError):
+        t.suggest_float("x", 0.0, 1.0)
+
+
+def test_killed_tune_keeps_every_finished_trial_and_resumes(tmp_path: Path) -> None:
+    """SIGKILL in the middle of a search: every finished trial is stored whole; the same
+    command resumes and completes the budget."""
+    db = tmp_path / "k.db"
+    script = textwrap.dedent(
+        f"""
+        import optuna, time
+        from ciq_optuna.study.storage import resolve_storage
+        storage = resolve_storage(None, default_path={str(db)!r}, heartbeat_interval=1, grace_period=2)
+        study = optuna.create_study(storage=storage, study_name="k", load_if_exists=True)
+        def objective(trial):
+            x = trial.suggest_int("x", 0, 1000)
+            trial.set_user_attr("flags", [str(x)])
+            time.sleep(0.05)
+            return x
+        study.optimize(objective, n_trials=400)
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env)
+    plain = optuna.storages.RDBStorage(f"sqlite:///{db}")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        try:
+            done = optuna.load_study(study_name="k", storage=plain).get_trials(states=(TrialState.COMPLETE,))
+        except KeyError:
+            continue
+        if len(done) >= 5:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    trials = optuna.load_study(study_name="k", storage=optuna.storages.RDBStorage(f"sqlite:///{db}")).trials
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(complete) >= 5
+    for t in complete:  # whole: parameters, attributes and value together
+        assert t.user_attrs["flags"] == [str(t.params["x"])] and t.value == t.params["x"]
+    assert all(t.state in (TrialState.COMPLETE, TrialState.RUNNING) for t in trials)
+    time.sleep(4)  # the heartbeat goes stale (grace 2 s; SQLite time has 1 s steps); the next run fails it
+    storage = resolve_storage(None, default_path=db, heartbeat_interval=1, grace_period=2)
+    study = optuna.load_study(study_name="k", storage=storage)
+    study.optimize(lambda t: t.suggest_int("x", 0, 1000), n_trials=2)
+    states = [t.state for t in study.trials]
+    assert TrialState.RUNNING not in states
+    assert sum(s == TrialState.COMPLETE for s in states) == len(complete) + 2
