@@ -40,18 +40,19 @@ def _compiler_file_objective(
     measure: Measure | None,
     options: dict[str, Any],
 ) -> CompileObjective:
-    """PTX (ptxas) and CUDA C++ (nvcc): the same objective as ``ciq-optuna tune`` builds."""
+    """PTX (ptxas), CUDA C++ (nvcc) and Triton (``path.py:kernel``, meta-parameters plus the ptxas
+    space of the ptxas Triton uses): the same objective as ``ciq-optuna tune`` builds."""
     config = TuneConfig(kernel=Path(kernel), arch=arch, minimize=list(metrics), **options)
     meta, objective = prepare(config, measure)
     objective.meta = meta
     return objective
 
 
-#: Kernel kind -> the function that builds its objective. A front end (e.g. Triton's
-#: ``path.py:kernel``) adds its entry here.
+#: Kernel kind -> the function that builds its objective; a new front end adds its entry here.
 FRONT_ENDS: dict[str, Callable[..., CompileObjective]] = {
     "ptx": _compiler_file_objective,
     "cu": _compiler_file_objective,
+    "triton": _compiler_file_objective,
 }
 
 
