@@ -531,13 +531,7 @@ def _run_screening(
             for other in objective.space.compilers:
                 params.update(other.params_from_config(config if other is space else other.baseline()))
             candidates.append(params)
-    chosen = candidates[:count]
-    for params in chosen:
-        study.enqueue_trial(params, user_attrs={"screening": True})
-    if not chosen:
-        return 0
-    tracked = _tracked(gated_objective(study, objective, budget), in_flight, progress)
-    return len(run_queued(study, tracked, len(chosen), catch=(TrialFailed,)))
+    return _run_enqueued(study, objective, budget, in_flight, progress, candidates[:count], "screening")
 
 
 def _run_seeds(
@@ -554,8 +548,21 @@ def _run_seeds(
         return 0  # only before the search starts, as screening
     seen = {tuple(sorted(t.params.items())) for t in study.get_trials(deepcopy=False)}
     chosen = [p for p in extreme_seeds(objective.space) if tuple(sorted(p.items())) not in seen][:count]
+    return _run_enqueued(study, objective, budget, in_flight, progress, chosen, "corner")
+
+
+def _run_enqueued(
+    study: optuna.Study,
+    objective: CompileObjective,
+    budget: int,
+    in_flight: set[int],
+    progress: _Progress | None,
+    chosen: list[dict[str, Any]],
+    mark: str,
+) -> int:
+    """Enqueue ``chosen`` (each trial marked with the user attribute ``mark``) and run them one at a time."""
     for params in chosen:
-        study.enqueue_trial(params, user_attrs={"corner": True})
+        study.enqueue_trial(params, user_attrs={mark: True})
     if not chosen:
         return 0
     tracked = _tracked(gated_objective(study, objective, budget), in_flight, progress)
