@@ -78,6 +78,13 @@ def test_sigkilled_worker_trial_fails_by_heartbeat_and_is_retried(postgres_db_ur
     victim = start_worker(postgres_db_url, "kill", tmp_path, name="victim", env={"CIQ_TEST_SLEEP": "60"})
     _wait_for(lambda: len(objectives.read_log(log)) >= 1, 60, "the victim to start evaluating")
     killed_eval = objectives.read_log(log)[0]
+
+    def configuration_stored() -> bool:
+        trial = optuna.load_study(study_name="kill", storage=storage).trials[killed_eval["trial"]]
+        return bool(trial.params)
+
+    # A running trial's configuration is written shortly after it is sampled (FLUSH_DELAY).
+    _wait_for(configuration_stored, 10, "the victim's configuration to be stored")
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     # The evaluation process dies with its worker (PR_SET_PDEATHSIG through the fork server).

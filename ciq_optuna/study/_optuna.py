@@ -12,8 +12,10 @@ trial it moved to RUNNING):
 
 - Parameters and user/system attributes are kept in memory and written with the final state and
   values in ONE transaction: about 35 commits per trial become one. A finished trial is therefore
-  stored whole or not at all; a process killed mid-trial leaves a RUNNING trial without parameters,
-  which the heartbeat fails (its retry samples a new configuration).
+  stored whole or not at all. The rows set so far are also written ``FLUSH_DELAY`` seconds after
+  a trial's first parameter and at each heartbeat, so a worker killed during a longer evaluation
+  leaves its configuration behind and the retry evaluates it again (a worker killed within
+  ``FLUSH_DELAY`` of sampling leaves a trial without parameters, whose retry samples anew).
 - System attributes named in ``write_through`` (the sampler's claim of a configuration, which other
   workers read to avoid duplicates) are written at once, as before.
 - This process reads its own running trials from memory (``get_trial``), the trial list is kept by
@@ -26,6 +28,8 @@ from __future__ import annotations
 import copy
 import datetime
 import json
+import logging
+import threading
 import time
 from collections.abc import Container, Iterable, Sequence
 from typing import Any
@@ -35,6 +39,12 @@ from optuna import distributions
 from optuna.storages import RDBStorage
 from optuna.storages._cached_storage import _CachedStorage
 from optuna.trial import FrozenTrial, TrialState
+
+_logger = logging.getLogger("ciq_optuna.storage")
+
+#: Seconds after a running trial's first parameter is set until its rows so far are written (one
+#: transaction), so that a worker killed during a long evaluation leaves its configuration behind.
+FLUSH_DELAY = 0.2
 
 #: Every private name this module uses, checked by tests/test_optuna_private.py.
 PRIVATE_NAMES = (
@@ -139,9 +149,14 @@ class BatchedStorage(_CachedStorage):
                 known = self._studies[study_id].param_distribution.get(param_name)
                 if known is not None:
                     distributions.check_distribution_compatibility(known, distribution)
+                first = not pending.trial.params
                 pending.params[param_name] = (param_value_internal, distribution)
                 pending.trial.params[param_name] = distribution.to_external_repr(param_value_internal)
                 pending.trial.distributions[param_name] = distribution
+                if first:
+                    timer = threading.Timer(FLUSH_DELAY, self._flush_quietly, (trial_id,))
+                    timer.daemon = True
+                    timer.start()
                 return
         super().set_trial_param(trial_id, param_name, param_value_internal, distribution)
 
@@ -215,6 +230,22 @@ class BatchedStorage(_CachedStorage):
         """Write the trial's rows so far, then the heartbeat (Optuna's heartbeat thread calls this
         every ``heartbeat_interval`` seconds): a trial that runs longer than one interval has its
         parameters stored, so the retry of a killed worker's trial evaluates the same configuration."""
+        self.flush_trial(trial_id)
+        super().record_heartbeat(trial_id)
+
+    def _flush_quietly(self, trial_id: int) -> None:
+        """:meth:`flush_trial` from a timer thread: a failure is logged (the rows stay pending)."""
+        try:
+            self.flush_trial(trial_id)
+        except Exception as exc:  # the final write or the next heartbeat writes them
+            _logger.debug("rows of trial id %d not written yet: %s", trial_id, exc)
+
+    def flush_trial(self, trial_id: int) -> None:
+        """Write the unwritten rows (parameters, attributes) of this process's running trial now.
+
+        Called ``FLUSH_DELAY`` seconds after the trial's first parameter and at every heartbeat:
+        a trial whose worker is killed after that is retried with the same configuration.
+        """
         with self._lock:
             pending = self._open.get(trial_id)
             rows = pending.take() if pending is not None and pending.has_rows() else None
@@ -232,7 +263,6 @@ class BatchedStorage(_CachedStorage):
             with self._lock:
                 for name, (_, dist) in rows.params.items():
                     study.param_distribution.setdefault(name, dist)
-        super().record_heartbeat(trial_id)
 
     def get_trial(self, trial_id: int) -> FrozenTrial:
         with self._lock:
