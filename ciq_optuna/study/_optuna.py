@@ -68,10 +68,13 @@ PRIVATE_NAMES = (
 class _Open:
     """A running trial of this process: its trial as the study will see it, and unwritten rows."""
 
-    __slots__ = ("trial", "params", "user_attrs", "system_attrs")
+    __slots__ = ("trial", "params", "user_attrs", "system_attrs", "write_lock")
 
     def __init__(self, trial: FrozenTrial) -> None:
         self.trial = trial
+        #: Held while rows of this trial are written: the final write waits for a flush in
+        #: flight (e.g. retrying through a database outage), so no taken row is ever dropped.
+        self.write_lock = threading.Lock()
         self.params: dict[str, tuple[float, distributions.BaseDistribution]] = {}
         self.user_attrs: dict[str, Any] = {}
         self.system_attrs: dict[str, Any] = {}
@@ -196,6 +199,13 @@ class BatchedStorage(_CachedStorage):
             return changed
         if not state.is_finished():
             return super().set_trial_state_values(trial_id, state, values)
+        with pending.write_lock:
+            return self._finish(pending, trial_id, state, values)
+
+    def _finish(
+        self, pending: _Open, trial_id: int, state: TrialState, values: Sequence[float] | None
+    ) -> bool:
+        """Write ``pending``'s rows with the final state and values (``pending.write_lock`` held)."""
         now = datetime.datetime.now()
         with self._lock:
             study_id, _ = self._trial_id_to_study_id_and_number[trial_id]
@@ -248,12 +258,16 @@ class BatchedStorage(_CachedStorage):
         """
         with self._lock:
             pending = self._open.get(trial_id)
-            rows = pending.take() if pending is not None and pending.has_rows() else None
-            if rows is not None:
+        if pending is None:
+            return
+        with pending.write_lock:
+            with self._lock:
+                if self._open.get(trial_id) is not pending or not pending.has_rows():
+                    return  # finished meanwhile (its final write took every row), or nothing new
+                rows = pending.take()
                 study_id, _ = self._trial_id_to_study_id_and_number[trial_id]
                 study = self._studies[study_id]
                 cached = {name: study.param_distribution.get(name) for name in rows.params}
-        if rows is not None:
             try:
                 self._db(lambda: write_trial(self._backend, trial_id, rows, cached, None, None, None))
             except Exception:
