@@ -63,6 +63,7 @@ from ciq_optuna.study.leases import (
 from ciq_optuna.study.storage import (
     DEFAULT_RECONNECT_TIMEOUT_S,
     DEFAULT_STORAGE_FILE,
+    error_chain,
     is_connection_error,
     redact,
     resolve_storage,
@@ -282,29 +283,18 @@ def run_worker(
 
 def _storage_cause(exc: BaseException) -> BaseException:
     """The first database error in ``exc``'s chain (``exc`` itself if none)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, _STORAGE_ERRORS):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return exc
+    return next((e for e in error_chain(exc) if isinstance(e, _STORAGE_ERRORS)), exc)
 
 
 def storage_reason(exc: BaseException) -> str:
     """One line from the database driver explaining ``exc`` (e.g. "connection refused")."""
     root = exc
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in error_chain(exc):
         if isinstance(current, sqlalchemy.exc.SQLAlchemyError):
             root = current
             break
         if isinstance(current, _STORAGE_ERRORS):
             root = current
-        current = current.__cause__ or current.__context__
     orig = getattr(root, "orig", None) or root
     return one_line(orig)
 

@@ -143,16 +143,19 @@ _RETRIED = (
 ).split()
 
 
-def is_connection_error(exc: BaseException) -> bool:
-    """Whether ``exc`` (or an error in its chain) is a lost or refused database connection."""
+def error_chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, then the errors it was raised from (``__cause__``, else ``__context__``), each once."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
-        if isinstance(current, _CONNECTION_ERRORS):
-            return True
         seen.add(id(current))
+        yield current
         current = current.__cause__ or current.__context__
-    return False
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an error in its chain) is a lost or refused database connection."""
+    return any(isinstance(e, _CONNECTION_ERRORS) for e in error_chain(exc))
 
 
 def retry_pauses(timeout: float) -> Iterator[float]:
