@@ -8,12 +8,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from installed_ptxas import PTXAS_130, PTXAS_135
 
 from ciq_optuna.acf import Acf
 from ciq_optuna.cli import main
 from ciq_optuna.compilers.base import Ptxas
-from ciq_optuna.compilers.locate import find_compiler
-from ciq_optuna.errors import CiqError
 from ciq_optuna.objectives.metrics import compile_metrics
 from ciq_optuna.space.compiler_space import CompilerSpace
 from ciq_optuna.space.files import find_space
@@ -23,15 +22,6 @@ from ciq_optuna.study.metadata import file_sha256
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _find(release: str):
-    try:
-        return find_compiler("ptxas", release=release)
-    except CiqError:
-        return None
-
-
-PTXAS_130 = _find("13.0")
-PTXAS_135 = _find("13.5")
 pytestmark = pytest.mark.skipif(
     PTXAS_130 is None or PTXAS_135 is None, reason="needs ptxas 13.0 and 13.5 (pip wheels)"
 )

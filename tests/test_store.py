@@ -7,11 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from installed_ptxas import PTXAS_130, PTXAS_135
 
 from ciq_optuna.acf import read_acf
 from ciq_optuna.cli import main
-from ciq_optuna.compilers.locate import find_compiler
-from ciq_optuna.errors import CiqError
 from ciq_optuna.store import Store, StoreError, lookup
 from ciq_optuna.tune import TuneConfig, tune
 
@@ -19,15 +18,6 @@ ROOT = Path(__file__).resolve().parents[1]
 STENCIL = ROOT / "examples" / "stencil" / "stencil.sm_80.ptx"
 
 
-def _find(release: str):
-    try:
-        return find_compiler("ptxas", release=release)
-    except CiqError:
-        return None
-
-
-PTXAS_130 = _find("13.0")
-PTXAS_135 = _find("13.5")
 pytestmark = pytest.mark.skipif(PTXAS_130 is None, reason="no ptxas 13.0 installed")
 
 

@@ -6,9 +6,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from installed_ptxas import PTXAS_130, PTXAS_135
 
-from ciq_optuna.compilers.locate import find_compiler
-from ciq_optuna.errors import CiqError
 from ciq_optuna.space.compiler_space import CompilerSpace
 from ciq_optuna.space.files import find_space
 from ciq_optuna.store import Store
@@ -18,15 +17,6 @@ from ciq_optuna.warm_start import WARM_ATTR, neighbours, translate, warm_configs
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _find(release: str):
-    try:
-        return find_compiler("ptxas", release=release)
-    except CiqError:
-        return None
-
-
-PTXAS_130 = _find("13.0")
-PTXAS_135 = _find("13.5")
 pytestmark = pytest.mark.skipif(
     PTXAS_130 is None or PTXAS_135 is None, reason="needs ptxas 13.0 and 13.5 (pip wheels)"
 )

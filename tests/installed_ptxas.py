@@ -1,0 +1,18 @@
+"""The ptxas releases installed here (CUDA 13.0 in /usr/local/cuda, 13.5 from the pip wheels), or None."""
+
+from __future__ import annotations
+
+from ciq_optuna.compilers.locate import CompilerInfo, find_compiler
+from ciq_optuna.errors import CiqError
+
+
+def find_ptxas(release: str) -> CompilerInfo | None:
+    """The installed ptxas of ``release`` (e.g. "13.0"), or None when there is none."""
+    try:
+        return find_compiler("ptxas", release=release)
+    except CiqError:
+        return None
+
+
+PTXAS_130 = find_ptxas("13.0")
+PTXAS_135 = find_ptxas("13.5")
