@@ -6,13 +6,14 @@ from ciq_optuna.compilers.locate import CompilerInfo, find_compiler
 from ciq_optuna.errors import CiqError
 
 
-def find_ptxas(release: str) -> CompilerInfo | None:
-    """The installed ptxas of ``release`` (e.g. "13.0"), or None when there is none."""
+def find_ptxas(release: str | None = None) -> CompilerInfo | None:
+    """The installed ptxas of ``release`` (e.g. "13.0"; None: the one tune would use), or None."""
     try:
         return find_compiler("ptxas", release=release)
     except CiqError:
         return None
 
 
+PTXAS = find_ptxas()
 PTXAS_130 = find_ptxas("13.0")
 PTXAS_135 = find_ptxas("13.5")

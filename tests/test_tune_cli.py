@@ -10,21 +10,17 @@ from pathlib import Path
 
 import optuna
 import pytest
+from installed_ptxas import PTXAS
 
 from ciq_optuna.acf import read_acf
 from ciq_optuna.cli import main
 from ciq_optuna.compilers.cubin import code_hash
-from ciq_optuna.compilers.locate import find_compiler
 from ciq_optuna.summary import best_trials
 
 ROOT = Path(__file__).resolve().parents[1]
 STENCIL = ROOT / "examples" / "stencil" / "stencil.sm_90a.ptx"
 ATTENTION = ROOT / "examples" / "attention" / "attention.sm_80.ptx"
 
-try:
-    PTXAS = find_compiler("ptxas")
-except Exception:  # noqa: BLE001 - no compiler on this machine
-    PTXAS = None
 pytestmark = pytest.mark.skipif(PTXAS is None, reason="no ptxas installed")
 
 TINY_SPACE = """

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import optuna
 import pytest
+from installed_ptxas import PTXAS
 
 from ciq_optuna.acf import read_acf
 from ciq_optuna.cli import main
-from ciq_optuna.compilers.locate import find_compiler, list_compilers
+from ciq_optuna.compilers.locate import list_compilers
 from ciq_optuna.simplify import simplify, without
 from ciq_optuna.study.metadata import run_queued
 from ciq_optuna.summary import best_trials, trial_metrics
@@ -29,10 +30,6 @@ STENCIL = ROOT / "examples" / "stencil" / "stencil.sm_90a.ptx"
 STENCIL80 = ROOT / "examples" / "stencil" / "stencil.sm_80.ptx"
 SGEMM = ROOT / "examples" / "sgemm" / "sgemm.sm_90a.ptx"
 
-try:
-    PTXAS = find_compiler("ptxas")
-except Exception:  # noqa: BLE001 - no compiler on this machine
-    PTXAS = None
 pytestmark = pytest.mark.skipif(PTXAS is None, reason="no ptxas installed")
 
 SPACE = """
