@@ -202,6 +202,7 @@ def test_cli_user_errors_leave_the_study_intact(
     cases = [
         (f"{bad_file}:fp8_dot_kernel", "sm_80", "does not compile"),  # a kernel the target cannot run
         (f"{bad_file}:copy_kernel", "sm_90", "use --arch sm_90a"),
+        (f"{bad_file}:copy_kernel", "sm_999", "unknown architecture 'sm_999' for ptxas"),
         (f"{bad_file}:nothing", "sm_80", "kernel 'nothing' not found"),
     ]
     for ref, arch, message in cases:

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ciq_optuna.compilers.base import DEFAULT_TIMEOUT, CompileResult, first_error_line
+from ciq_optuna.compilers.base import DEFAULT_TIMEOUT, CompileResult, Ptxas, first_error_line
 from ciq_optuna.compilers.cubin import CubinError, code_hash, raw_sha256
 from ciq_optuna.compilers.locate import CompilerInfo, compiler_info
 from ciq_optuna.compilers.ptxas_output import parse_ptxas_output
@@ -93,15 +93,27 @@ def capability(arch: str) -> int:
     Triton compiles capability 90 and newer for the ``a`` variant (``sm_90a``), older ones
     without it, so only those spellings are accepted.
     """
+    cap = _capability_number(arch)
     m = _ARCH_RE.match(arch)
-    if not m:
-        raise CiqError(f"unknown architecture {arch!r}; Triton targets look like sm_80 or sm_90a")
-    cap = int(m.group(1))
     if cap >= 90 and not m.group(2):
         raise CiqError(f"Triton compiles capability {cap} as sm_{cap}a; use --arch sm_{cap}a")
     if cap < 90 and m.group(2):
         raise CiqError(f"Triton compiles capability {cap} as sm_{cap}; use --arch sm_{cap}")
     return cap
+
+
+def _capability_number(arch: str) -> int:
+    """The number of ``sm_<number>[suffix]`` (the suffix is not checked here)."""
+    m = _ARCH_RE.match(arch)
+    if not m:
+        raise CiqError(f"unknown architecture {arch!r}; Triton targets look like sm_80 or sm_90a")
+    return int(m.group(1))
+
+
+def check_arch(info: CompilerInfo, arch: str) -> None:
+    """``arch`` must be accepted by the ptxas ``info`` that compiles, spelled as Triton compiles it."""
+    Ptxas(info).check_arch(arch)
+    capability(arch)
 
 
 def triton_ptxas(arch: str, path: str | Path | None = None) -> CompilerInfo:
@@ -117,7 +129,7 @@ def triton_ptxas(arch: str, path: str | Path | None = None) -> CompilerInfo:
     from triton.backends.nvidia.compiler import get_ptxas
 
     try:
-        tool = get_ptxas(capability(arch))
+        tool = get_ptxas(_capability_number(arch))
     except RuntimeError as exc:
         raise CiqError(f"Triton finds no ptxas: {exc}") from None
     return compiler_info("ptxas", Path(tool.path))
@@ -364,7 +376,7 @@ class TritonCompiler:
         return f"TritonCompiler({self.kernel.ref}, {self.info})"
 
     def check_arch(self, arch: str) -> None:
-        capability(arch)
+        check_arch(self.info, arch)
 
     def compile_options(
         self, app: Mapping[str, Any], flags: Sequence[str]

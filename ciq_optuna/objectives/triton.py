@@ -18,6 +18,7 @@ from ciq_optuna.compilers.triton import (
     TritonCompiler,
     TritonKernel,
     capability,
+    check_arch,
     load_kernel,
     triton_ptxas,
     triton_version,
@@ -65,8 +66,8 @@ def triton_compiler(kernel: TritonKernel, arch: str, compiler_path: str | None) 
     Every compile runs isolated (a process of its own, killed on the trial's timeout), so a
     candidate that hangs or crashes Triton fails its trial only.
     """
-    capability(arch)
     info = triton_ptxas(arch, compiler_path)
+    check_arch(info, arch)
     return TritonCompiler(info, kernel, explicit_ptxas=compiler_path is not None, isolate=True)
 
 
