@@ -14,6 +14,7 @@ import argparse
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import ciq_optuna.tune as tune_module
 from ciq_optuna.samplers import GeneticSampler, make_sampler
@@ -49,21 +50,7 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for kernel, arch, metrics in CASES:
-        with tempfile.TemporaryDirectory() as tmp:
-            cfg = TuneConfig(
-                kernel=ROOT / "examples" / kernel / f"{kernel}.{arch}.ptx",
-                arch=arch,
-                minimize=metrics,
-                trials=args.trials,
-                seed=args.seed,
-                storage=f"sqlite:///{tmp}/s.db",
-                acf=Path(tmp) / "best.acf",
-                workdir=Path(tmp) / "work",
-                progress=False,
-            )
-            start = time.monotonic()
-            res = tune(cfg)
-            wall = time.monotonic() - start
+        res, wall = _timed_tune(kernel, arch, metrics, args)
         s = res.stats
         best = res.best[0]
         base = res.baseline.values if res.baseline else None
@@ -82,6 +69,25 @@ def main() -> None:
         )
 
 
+def _timed_tune(kernel: str, arch: str, metrics: list[str], args: argparse.Namespace) -> tuple[Any, float]:
+    """Tune one example kernel in a throw-away study; (the result, wall seconds)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = TuneConfig(
+            kernel=ROOT / "examples" / kernel / f"{kernel}.{arch}.ptx",
+            arch=arch,
+            minimize=metrics,
+            trials=args.trials,
+            seed=args.seed,
+            storage=f"sqlite:///{tmp}/s.db",
+            acf=Path(tmp) / "best.acf",
+            workdir=Path(tmp) / "work",
+            progress=False,
+        )
+        start = time.monotonic()
+        res = tune(cfg)
+        return res, time.monotonic() - start
+
+
 def work_table(args: argparse.Namespace) -> None:
     print(
         "| kernel | arch | objective | sampler | trials | compiles run | compiles skipped | predictions "
@@ -94,21 +100,7 @@ def work_table(args: argparse.Namespace) -> None:
                 tune_module.make_sampler = lambda n, **kw: GeneticSampler(binary_attr=None, **kw)
             else:
                 tune_module.make_sampler = make_sampler
-            with tempfile.TemporaryDirectory() as tmp:
-                cfg = TuneConfig(
-                    kernel=ROOT / "examples" / kernel / f"{kernel}.{arch}.ptx",
-                    arch=arch,
-                    minimize=metrics,
-                    trials=args.trials,
-                    seed=args.seed,
-                    storage=f"sqlite:///{tmp}/s.db",
-                    acf=Path(tmp) / "best.acf",
-                    workdir=Path(tmp) / "work",
-                    progress=False,
-                )
-                start = time.monotonic()
-                res = tune(cfg)
-                wall = time.monotonic() - start
+            res, wall = _timed_tune(kernel, arch, metrics, args)
             w = res.stats["work_saved"]
             if len(metrics) > 1:
                 best = f"{len(res.best)} Pareto points, first " + ", ".join(
