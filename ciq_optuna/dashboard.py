@@ -29,6 +29,7 @@ from optuna.artifacts import FileSystemArtifactStore
 
 from ciq_optuna.cli.types import port
 from ciq_optuna.errors import EXIT_USER_ERROR, CiqError
+from ciq_optuna.study._optuna import storage_of, study_id_of, trial_id_of
 from ciq_optuna.study.storage import (
     DEFAULT_STORAGE_FILE,
     redact,
@@ -72,7 +73,7 @@ def artifact_store(storage_url_or_path: str | os.PathLike) -> FileSystemArtifact
 
 def _url_of(study: optuna.Study) -> str:
     """The storage URL behind a study (RDB storages, possibly wrapped in Optuna's cache)."""
-    storage = study._storage
+    storage = storage_of(study)
     storage = getattr(storage, "_backend", storage)
     url = getattr(storage, "url", None)
     if not url:
@@ -103,7 +104,7 @@ def upload_acf(
             artifact_store=store,
             file_path=str(path),
             study_or_trial=trial,
-            storage=study._storage,
+            storage=storage_of(study),
             mimetype=ACF_MIMETYPE,
             encoding="utf-8",
         )
@@ -116,17 +117,17 @@ def upload_acf(
         "mimetype": ACF_MIMETYPE,
         "encoding": "utf-8",
     }
-    key = f"{DASHBOARD_TRIAL_ARTIFACT_PREFIX}{trial._trial_id}:{artifact_id}"
-    study._storage.set_study_system_attr(study._study_id, key, json.dumps(meta))
+    key = f"{DASHBOARD_TRIAL_ARTIFACT_PREFIX}{trial_id_of(trial)}:{artifact_id}"
+    storage_of(study).set_study_system_attr(study_id_of(study), key, json.dumps(meta))
     return artifact_id
 
 
 def trial_artifacts(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> list[dict]:
     """Artifact metadata attached to ``trial`` by either route of :func:`upload_acf`."""
-    prefix = f"{DASHBOARD_TRIAL_ARTIFACT_PREFIX}{trial._trial_id}:"
+    prefix = f"{DASHBOARD_TRIAL_ARTIFACT_PREFIX}{trial_id_of(trial)}:"
     found = [
         json.loads(v)
-        for k, v in study._storage.get_study_system_attrs(study._study_id).items()
+        for k, v in storage_of(study).get_study_system_attrs(study_id_of(study)).items()
         if k.startswith(prefix)
     ]
     found += [json.loads(v) for k, v in trial.system_attrs.items() if k.startswith("artifacts:")]

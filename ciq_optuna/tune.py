@@ -42,6 +42,7 @@ from ciq_optuna.space.controls import parse_arch
 from ciq_optuna.space.files import find_space
 from ciq_optuna.space.search import Candidate, SearchSpace
 from ciq_optuna.store import add_to_store, check_store
+from ciq_optuna.study._optuna import storage_of, trial_id_of
 from ciq_optuna.study.budget import budget_status, gated_objective
 from ciq_optuna.study.leases import (
     MAX_TAKEN_AWAY,
@@ -446,7 +447,7 @@ def _tracked(objective: Any, in_flight: set[int], progress: _Progress | None = N
     and each finished one moves the progress bar."""
 
     def run(trial: optuna.Trial) -> Any:
-        in_flight.add(trial._trial_id)
+        in_flight.add(trial_id_of(trial))
         failed: bool | None = None  # stays None when cancelled (beyond the budget) or interrupted
         try:
             value = objective(trial)
@@ -461,7 +462,7 @@ def _tracked(objective: Any, in_flight: set[int], progress: _Progress | None = N
             failed = True
             raise
         finally:
-            in_flight.discard(trial._trial_id)
+            in_flight.discard(trial_id_of(trial))
             if progress is not None and failed is not None:
                 progress.step(trial.study, failed)
 
@@ -471,8 +472,8 @@ def _tracked(objective: Any, in_flight: set[int], progress: _Progress | None = N
 def _fail_interrupted(study: optuna.Study, in_flight: set[int]) -> None:
     for trial_id in list(in_flight):
         try:
-            study._storage.set_trial_user_attr(trial_id, INTERRUPTED, True)
-            study._storage.set_trial_state_values(trial_id, optuna.trial.TrialState.FAIL)
+            storage_of(study).set_trial_user_attr(trial_id, INTERRUPTED, True)
+            storage_of(study).set_trial_state_values(trial_id, optuna.trial.TrialState.FAIL)
         except Exception:  # already finished by Optuna, or the storage is gone: nothing to repair
             pass
 

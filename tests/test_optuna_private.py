@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,6 +23,21 @@ from ciq_optuna.study.storage import resolve_storage
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _instances() -> dict[type, object]:
+    """Real objects whose instance attributes PRIVATE_NAMES names (a class alone lacks them)."""
+    rdb = optuna.storages.RDBStorage("sqlite:///:memory:")
+    study = optuna.create_study()
+    trial = study.ask()
+    study.tell(trial, 1.0)
+    return {
+        optuna.storages.RDBStorage: rdb,
+        optuna.storages._cached_storage._CachedStorage: optuna.storages._cached_storage._CachedStorage(rdb),
+        optuna.study.Study: study,
+        optuna.trial.Trial: trial,
+        optuna.trial.FrozenTrial: study.trials[0],
+    }
+
+
 @pytest.mark.parametrize("dotted", PRIVATE_NAMES)
 def test_every_private_optuna_name_still_exists(dotted: str) -> None:
     parts = dotted.split(".")
@@ -33,23 +49,35 @@ def test_every_private_optuna_name_still_exists(dotted: str) -> None:
         break
     else:  # pragma: no cover
         pytest.fail(f"no module in {dotted}")
-    storage_like = {"_backend", "_studies", "_lock", "_trial_id_to_study_id_and_number", "scoped_session"}
+    message = f"Optuna {optuna.__version__} has no {dotted}: update ciq_optuna/study/_optuna.py"
     for name in parts[split:]:
-        if name in storage_like:  # instance attributes: check on a real instance
-            rdb = optuna.storages.RDBStorage("sqlite:///:memory:")
-            inst = (
-                optuna.storages._cached_storage._CachedStorage(rdb)
-                if obj is not optuna.storages.RDBStorage
-                else rdb
-            )
-            assert hasattr(inst, name), (
-                f"Optuna {optuna.__version__} has no {dotted}: update ciq_optuna/study/_optuna.py"
-            )
+        if not hasattr(obj, name) and isinstance(obj, type) and obj in _instances():
+            assert hasattr(_instances()[obj], name), message  # an instance attribute
             return
-        assert hasattr(obj, name), (
-            f"Optuna {optuna.__version__} has no {dotted}: update ciq_optuna/study/_optuna.py"
-        )
+        assert hasattr(obj, name), message
         obj = getattr(obj, name)
+
+
+def test_private_names_are_listed_once() -> None:
+    assert len(set(PRIVATE_NAMES)) == len(PRIVATE_NAMES)
+
+
+def test_no_private_optuna_use_outside_the_two_modules() -> None:
+    """Every ``._name`` use on a study, trial, storage or distribution, and every import of a
+    private Optuna or optuna-dashboard module, lives in study/_optuna.py or samplers/_optuna.py."""
+    allowed = {REPO / "ciq_optuna" / "study" / "_optuna.py", REPO / "ciq_optuna" / "samplers" / "_optuna.py"}
+    use = re.compile(
+        r"(?<![.\w])(study|trial|frozen|storage|param_distribution|distribution)\._(?!_)[a-z]"
+        r"|(from|import) optuna(_dashboard)?[.\w]*\._"
+    )
+    found = [
+        f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+        for path in sorted((REPO / "ciq_optuna").rglob("*.py"))
+        if path not in allowed
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if use.search(line)
+    ]
+    assert not found, "private Optuna use outside study/_optuna.py:\n" + "\n".join(found)
 
 
 def _objective(trial: optuna.Trial) -> float:

@@ -15,11 +15,18 @@ from optuna.exceptions import TrialPruned
 from optuna.samplers import BaseGASampler, RandomSampler
 from optuna.storages import InMemoryStorage
 from optuna.study import Study, StudyDirection
-from optuna.study._multi_objective import _fast_non_domination_rank
 from optuna.trial import FrozenTrial, TrialState
 
 from ciq_optuna.samplers._binaries import BinaryModel
 from ciq_optuna.samplers._genes import Gene
+from ciq_optuna.samplers._optuna import (
+    cached_trials,
+    contains,
+    non_domination_rank,
+    storage_of,
+    study_id_of,
+    trial_id_of,
+)
 
 _LOG = logging.getLogger("ciq_optuna.samplers")
 
@@ -268,9 +275,9 @@ class GeneticSampler(BaseGASampler):
         return self._keys
 
     def _sync(self, study: Study) -> list[FrozenTrial]:
-        trials = study._get_trials(deepcopy=False, use_cache=True)
-        if self._study_id != study._study_id or len(trials) < self._seen_upto:
-            self._reset(study._study_id)
+        trials = cached_trials(study)
+        if self._study_id != study_id_of(study) or len(trials) < self._seen_upto:
+            self._reset(study_id_of(study))
         numbers = [*self._pending, *range(self._seen_upto, len(trials))]
         pending = []
         n_obj = len(study.directions)
@@ -328,13 +335,13 @@ class GeneticSampler(BaseGASampler):
     def _resolve_defaults(self, study: Study) -> int | None:
         if self.population_size is not None:
             return self.population_size
-        stored = study._storage.get_study_system_attrs(study._study_id).get(_POOL_ATTR)
+        stored = storage_of(study).get_study_system_attrs(study_id_of(study)).get(_POOL_ATTR)
         if stored is None:
             if not self._genes:
                 return None
             bits = sum(math.log2(min(g.size, 1024.0)) for g in self._genes.values() if g.size > 1)
             stored = int(min(40, max(8, round(1.5 * bits))))
-            study._storage.set_study_system_attr(study._study_id, _POOL_ATTR, stored)
+            storage_of(study).set_study_system_attr(study_id_of(study), _POOL_ATTR, stored)
         self.population_size = int(stored)
         return self.population_size
 
@@ -392,7 +399,7 @@ class GeneticSampler(BaseGASampler):
             order = ok[np.argsort(v[ok, 0], kind="stable")]
         else:
             vo = v[ok]
-            ranks = _fast_non_domination_rank(vo)
+            ranks = non_domination_rank(vo)
             crowd = np.zeros(len(ok))
             for r in np.unique(ranks):
                 m = np.where(ranks == r)[0]
@@ -446,7 +453,7 @@ class GeneticSampler(BaseGASampler):
             self._sync(study)
             pool = self._resolve_defaults(study) or 1
             if generation is None:
-                generation = len(study._get_trials(deepcopy=False, use_cache=True)) // pool
+                generation = len(cached_trials(study)) // pool
             return self._stagnation_at(generation, pool)
 
     def _stagnation_at(self, generation: int, pool: int) -> tuple[int, int | None]:
@@ -515,7 +522,7 @@ class GeneticSampler(BaseGASampler):
             prediction = None
             for _ in range(_CLAIM_TRIES):
                 plan, prediction = self._plan(trial.number, pool, fixed, taken)
-                self._plans[trial._trial_id] = plan
+                self._plans[trial_id_of(trial)] = plan
                 if isinstance(plan, _Exhausted):
                     _LOG.warning(plan.message)
                     try:
@@ -523,8 +530,8 @@ class GeneticSampler(BaseGASampler):
                     except RuntimeError:
                         pass
                     return
-                study._storage.set_trial_system_attr(trial._trial_id, _KEY_ATTR, json.dumps(plan))
-                if fixed or isinstance(study._storage, InMemoryStorage):
+                storage_of(study).set_trial_system_attr(trial_id_of(trial), _KEY_ATTR, json.dumps(plan))
+                if fixed or isinstance(storage_of(study), InMemoryStorage):
                     break
                 claims = self._claims(study, trial)
                 if plan not in claims:
@@ -542,7 +549,7 @@ class GeneticSampler(BaseGASampler):
         binary, number = prediction
         skip = bool(self._rng.rand() >= self._check_rate)
         for key, value in (("predicted_binary", binary), ("predicted_from", number), ("skip_compile", skip)):
-            study._storage.set_trial_user_attr(trial._trial_id, key, value)
+            storage_of(study).set_trial_user_attr(trial_id_of(trial), key, value)
             # The trial object Optuna passes here is the one ``optuna.Trial.user_attrs`` reads.
             trial.user_attrs[key] = value
 
@@ -553,7 +560,7 @@ class GeneticSampler(BaseGASampler):
         Each worker writes its claim and then reads the others', so of two workers that plan the
         same configuration at the same time at least one sees the other and plans again.
         """
-        others = study._storage.get_all_trials(study._study_id, deepcopy=False)
+        others = storage_of(study).get_all_trials(study_id_of(study), deepcopy=False)
         # Trials seen finished at the last sync are already in the finished keys: only the others
         # can clash (O(new trials), not O(study)).
         numbers = [*self._pending, *range(self._seen_upto, len(others))]
@@ -569,36 +576,36 @@ class GeneticSampler(BaseGASampler):
     def sample_independent(
         self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
     ) -> Any:
-        plan = self._plans.get(trial._trial_id)
+        plan = self._plans.get(trial_id_of(trial))
         if isinstance(plan, _Exhausted):
             raise TrialPruned(plan.message)
         if plan is not None and param_name in plan:
             value = plan[param_name]
             try:
-                if param_distribution._contains(param_distribution.to_internal_repr(value)):
+                if contains(param_distribution, value):
                     return value
             except (ValueError, TypeError):
                 pass
         value = self._random.sample_independent(study, trial, param_name, param_distribution)
-        if plan is not None and not isinstance(storage := study._storage, InMemoryStorage):
+        if plan is not None and not isinstance(storage := storage_of(study), InMemoryStorage):
             # A parameter unknown when the trial was planned: complete the claim other workers see.
             plan[param_name] = value
-            storage.set_trial_system_attr(trial._trial_id, _KEY_ATTR, json.dumps(plan))
+            storage.set_trial_system_attr(trial_id_of(trial), _KEY_ATTR, json.dumps(plan))
         return value
 
     def after_trial(
         self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None
     ) -> None:
         with self._lock:
-            self._plans.pop(trial._trial_id, None)
+            self._plans.pop(trial_id_of(trial), None)
             if self.population_size is None:
                 for name, dist in trial.distributions.items():
                     self._gene_for(name, dist)
             pool = self._resolve_defaults(study)
         if pool is not None:
             gen = trial.number // pool
-            study._storage.set_trial_user_attr(trial._trial_id, "generation", gen)
-            study._storage.set_trial_system_attr(trial._trial_id, self._get_generation_key(), gen)
+            storage_of(study).set_trial_user_attr(trial_id_of(trial), "generation", gen)
+            storage_of(study).set_trial_system_attr(trial_id_of(trial), self._get_generation_key(), gen)
         self._random.after_trial(study, trial, state, values)
 
     # ------------------------------------------------------------------ making children

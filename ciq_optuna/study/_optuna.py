@@ -38,7 +38,26 @@ import optuna
 from optuna import distributions
 from optuna.storages import RDBStorage
 from optuna.storages._cached_storage import _CachedStorage
+from optuna.storages._heartbeat import get_heartbeat_thread
+from optuna.storages._rdb import models
+from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.trial import FrozenTrial, TrialState
+
+from ciq_optuna.samplers import _optuna as _sampler_private
+from ciq_optuna.samplers._optuna import cached_trials, storage_of, study_id_of, trial_id_of
+
+__all__ = [
+    "BatchedStorage",
+    "PRIVATE_NAMES",
+    "cached_trials",
+    "get_heartbeat_thread",
+    "models",
+    "scoped_session",
+    "storage_of",
+    "study_id_of",
+    "trial_id_of",
+    "trials_of_this_trial",
+]
 
 _logger = logging.getLogger("ciq_optuna.storage")
 
@@ -61,8 +80,16 @@ PRIVATE_NAMES = (
     "optuna.storages._rdb.models.TrialSystemAttributeModel.__table__",
     "optuna.storages._rdb.models.TrialValueModel.__table__",
     "optuna.storages._rdb.models.TrialValueModel.value_to_stored_repr",
-    "optuna.study.Study._get_trials",
+    "optuna.storages._heartbeat.get_heartbeat_thread",
+    "optuna.storages._rdb.models.TrialModel",
+    "optuna.storages._rdb.models.TrialHeartbeatModel",
+    "optuna.storages._rdb.storage._create_scoped_session",
+    "optuna.storages.RDBStorage.scoped_session",
+    *_sampler_private.PRIVATE_NAMES,
 )
+
+#: ``RDBStorage``'s session context manager (commit, or rollback and re-raise as Optuna's errors).
+scoped_session = _create_scoped_session
 
 
 class _Open:
@@ -508,4 +535,4 @@ def write_attr(backend: RDBStorage, trial_id: int, key: str, value: Any) -> None
 def trials_of_this_trial(study: optuna.Study) -> list[FrozenTrial]:
     """The study's trials as read once at the start of the current trial (no storage read when
     the sampler read them already); ``Study._get_trials(use_cache=True)``."""
-    return study._get_trials(deepcopy=False, use_cache=True)
+    return cached_trials(study)

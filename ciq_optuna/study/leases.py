@@ -36,9 +36,9 @@ from typing import Any
 
 import optuna
 import sqlalchemy
-from optuna.storages._heartbeat import get_heartbeat_thread
 from optuna.trial import FrozenTrial
 
+from ciq_optuna.study._optuna import get_heartbeat_thread, storage_of, trial_id_of
 from ciq_optuna.study.storage import redact, sqlite_path
 
 #: Seconds between two looks at the study while other workers hold the remaining budget.
@@ -196,7 +196,7 @@ class LockedSampler(optuna.samplers.BaseSampler):
         return self._inner.sample_independent(study, trial, param_name, param_distribution)
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        with trial_lease(study._storage, trial._trial_id), self._plan_lock.held():
+        with trial_lease(storage_of(study), trial_id_of(trial)), self._plan_lock.held():
             _test_pause_in_plan_lock()
             self._inner.before_trial(study, trial)
 

@@ -38,14 +38,12 @@ from typing import Any, TypeVar
 
 import optuna
 import sqlalchemy
-from optuna.storages._rdb import models
-from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.trial import TrialState
 from sqlalchemy.engine import make_url
 
 from ciq_optuna.errors import CiqError
 from ciq_optuna.samplers._genetic import CLAIM_ATTR
-from ciq_optuna.study._optuna import BatchedStorage
+from ciq_optuna.study._optuna import BatchedStorage, models, scoped_session
 
 #: Environment variable holding the storage URL (keeps the password off the command line).
 STORAGE_ENV = "CIQ_OPTUNA_STORAGE"
@@ -302,7 +300,7 @@ class ResilientRDBStorage(optuna.storages.RDBStorage):
 
     def _running_without_heartbeat(self, study_id: int) -> list[int]:
         trials, beats = models.TrialModel, models.TrialHeartbeatModel
-        with _create_scoped_session(self.scoped_session) as session:
+        with scoped_session(self.scoped_session) as session:
             rows = (
                 session.query(trials.trial_id)
                 .outerjoin(beats, beats.trial_id == trials.trial_id)
