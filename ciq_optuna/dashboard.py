@@ -1,5 +1,9 @@
 """``ciq-optuna dashboard``: optuna-dashboard on a study storage, and ACF files as Optuna artifacts.
 
+The dashboard reads the storage through :class:`ciq_optuna.dashboard_view.DashboardView`
+(objectives named on every trial, one attribute per metric, each control once, one Best Trial per
+Pareto point); ``tune`` writes a study note (:func:`write_study_note`) that says how to read it.
+
 The dashboard listens on 127.0.0.1 unless another address is asked for; it has no
 authentication, so a non-loopback address prints a warning.
 
@@ -28,8 +32,9 @@ import optuna
 from optuna.artifacts import FileSystemArtifactStore
 
 from ciq_optuna.cli.types import port
+from ciq_optuna.dashboard_view import DashboardView, pareto_points, study_note
 from ciq_optuna.errors import EXIT_USER_ERROR, CiqError
-from ciq_optuna.study._optuna import storage_of, study_id_of, trial_id_of
+from ciq_optuna.study._optuna import set_dashboard_pareto_front, storage_of, study_id_of, trial_id_of
 from ciq_optuna.study.storage import (
     DEFAULT_STORAGE_FILE,
     redact,
@@ -134,6 +139,14 @@ def trial_artifacts(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> lis
     return found
 
 
+def write_study_note(study: optuna.Study, acf_names: dict[int, str] | None = None) -> None:
+    """Write the study note the dashboard shows on the study page (:func:`study_note`): the
+    objectives, the winner or Pareto points with named values and ACF files, how to read it."""
+    from optuna_dashboard import save_note
+
+    save_note(study, study_note(study, acf_names))
+
+
 def is_loopback(host: str) -> bool:
     """Whether ``host`` only accepts connections from this machine."""
     if host == "localhost":
@@ -195,9 +208,10 @@ def run_dashboard_command(args: argparse.Namespace) -> int:
     )
     from optuna_dashboard import run_server
 
+    set_dashboard_pareto_front(pareto_points)
     try:
         run_server(
-            storage, host=args.host, port=args.port, artifact_store=FileSystemArtifactStore(str(directory))
+            DashboardView(storage), host=args.host, port=args.port, artifact_store=FileSystemArtifactStore(str(directory))
         )
     except OSError as exc:
         print(

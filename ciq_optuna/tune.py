@@ -703,7 +703,7 @@ def _upload_artifacts(
     study: optuna.Study, trials: Sequence[optuna.trial.FrozenTrial], paths: Sequence[Path]
 ) -> None:
     try:
-        from ciq_optuna.dashboard import upload_acf
+        from ciq_optuna.dashboard import upload_acf, write_study_note
     except ImportError:  # pragma: no cover - the dashboard module ships with the package
         return
     for trial, path in zip(trials, paths):
@@ -711,6 +711,10 @@ def _upload_artifacts(
             upload_acf(study, trial, path)
         except Exception as exc:  # an artifact is a convenience; never lose the ACF file over it
             _log.warning("could not attach %s to trial %d as an artifact: %s", path, trial.number, exc)
+    try:
+        write_study_note(study, {t.number: Path(p).name for t, p in zip(trials, paths)})
+    except Exception as exc:  # a convenience too
+        _log.warning("could not write the dashboard's study note: %s", exc)
 
 
 def _say(config: TuneConfig, text: str) -> None:

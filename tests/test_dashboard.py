@@ -2,7 +2,7 @@
 
 The browser test runs a real ``ciq-optuna tune`` (real ptxas), starts the dashboard on it and
 drives Debian's chromium through Playwright; with ``CIQ_OPTUNA_UPDATE_DOCS=1`` it also saves
-its screenshot as docs/images/dashboard.png.
+its screenshots as docs/images/dashboard-study.png and dashboard-trial.png.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from ciq_optuna.dashboard import (
     trial_artifacts,
     upload_acf,
 )
+from ciq_optuna.study._optuna import study_id_of, trial_id_of
+from ciq_optuna.summary import best_trials
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -39,7 +41,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 KERNEL = REPO / "examples" / "sgemm" / "sgemm.sm_80.ptx"
-SCREENSHOT = REPO / "docs" / "images" / "dashboard.png"
+IMAGES = REPO / "docs" / "images"
 
 
 def _free_port() -> int:
@@ -152,11 +154,11 @@ def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
 
 
 def _tune(tmp_path: Path) -> tuple[Path, str]:
-    """A real ``ciq-optuna tune`` run (6 trials, registers) in tmp_path; returns (db, study)."""
+    """A real ``ciq-optuna tune`` run (20 trials, registers and spill bytes) in tmp_path; returns (db, study)."""
     db = tmp_path / "tune.db"
     argv = [sys.executable, "-m", "ciq_optuna.cli", "tune", str(KERNEL), "--arch", "sm_80"]
-    argv += ["--minimize", "registers", "--trials", "6", "--pool-size", "3", "--seed", "1"]
-    argv += ["--storage", f"sqlite:///{db}", "--study", "sgemm-dashboard", "--quiet"]
+    argv += ["--minimize", "registers", "--minimize", "spill-bytes", "--trials", "20", "--pool-size", "6"]
+    argv += ["--seed", "1", "--storage", f"sqlite:///{db}", "--study", "sgemm-dashboard", "--quiet"]
     proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     if (
         proc.returncode != 0
@@ -168,9 +170,20 @@ def _tune(tmp_path: Path) -> tuple[Path, str]:
     return db, "sgemm-dashboard"
 
 
+def _shoot(page, tmp_path: Path, name: str) -> None:  # type: ignore[no-untyped-def]
+    shot = tmp_path / name
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("CIQ_OPTUNA_UPDATE_DOCS") == "1":
+        IMAGES.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, IMAGES / name)
+
+
 @pytest.mark.browser
 def test_dashboard_in_chromium_shows_study_trials_and_acf(tmp_path: Path) -> None:
-    """Study list, trial list with the ciq-optuna user attributes, and the ACF artifact."""
+    """What a person sees: objectives named on the study card and on each trial, one attribute
+    per metric, Best Trial on the Pareto points only (the trials with an ACF), each control once
+    in the parameter importance, the study note, and the ACF artifact."""
     if not CHROMIUM.exists():
         _unavailable("Debian's chromium is not installed (apt-get install chromium)")
     try:
@@ -180,12 +193,13 @@ def test_dashboard_in_chromium_shows_study_trials_and_acf(tmp_path: Path) -> Non
     _require_ptxas()
     db, name = _tune(tmp_path)
     study = optuna.load_study(study_name=name, storage=f"sqlite:///{db}")
+    points = best_trials(study)
     with_acf = [t for t in study.trials if trial_artifacts(study, t)]
-    assert len(with_acf) == 1, "tune must attach the ACF to exactly one (the best) trial"
-    best = with_acf[0]
-    assert best.value == study.best_value
+    assert [t.number for t in with_acf] == [t.number for t in points], "tune attaches one ACF per Pareto point"
+    best = points[0]
     metas = trial_artifacts(study, best)
     acf_name = metas[0]["filename"]
+    study_id, trial_id = study_id_of(study), trial_id_of(best)
 
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
@@ -197,27 +211,43 @@ def test_dashboard_in_chromium_shows_study_trials_and_acf(tmp_path: Path) -> Non
             try:
                 page = browser.new_page(viewport={"width": 1500, "height": 1100})
                 page.goto(f"{base}/dashboard/", wait_until="networkidle")
-                page.get_by_text(name).first.wait_for(timeout=30_000)
+                card = f"{name} · min registers (regs), min spill-bytes (B)"
+                page.get_by_text(card).first.wait_for(timeout=30_000)
 
-                page.goto(f"{base}/dashboard/studies/{study._study_id}/trials", wait_until="networkidle")
-                page.get_by_text(f"{len(study.trials)} Trials").first.wait_for(timeout=30_000)
-                page.get_by_text(f"Trial {best.number}", exact=True).first.click()
-                page.get_by_text(f"Trial {best.number} (trial_id={best._trial_id})").first.wait_for(
-                    timeout=30_000
-                )
+                page.goto(f"{base}/dashboard/studies/{study_id}", wait_until="networkidle")
+                page.get_by_text("Hyperparameter Importance").first.wait_for(timeout=30_000)
+                page.get_by_text("ptxas.maxrregcount", exact=True).first.wait_for(timeout=30_000)
+                page.wait_for_timeout(1500)  # plots drawn
                 body = page.inner_text("body")
-                for attr in ("flags", "binary_hash", "compiler_version", "metrics", "generation"):
-                    assert attr in body, f"user attribute {attr} not shown"
-                assert best.user_attrs["binary_hash"] in body
+                assert ".passed" not in body, "a control shown as two parameters"
+                assert f"Best Trial (number={best.number})" in body or "Best Trials" in body
+                _shoot(page, tmp_path, "dashboard-study.png")
+
+                page.goto(f"{base}/dashboard/studies/{study_id}/note", wait_until="networkidle")
+                page.get_by_text("Reading this dashboard").first.wait_for(timeout=30_000)  # tune's study note
+                note = page.inner_text("body")
+                assert "Pareto front: one trial per point" in note and acf_name in note
+
+                page.goto(f"{base}/dashboard/studies/{study_id}/trials", wait_until="networkidle")
+                page.get_by_text(f"{len(study.trials)} Trials").first.wait_for(timeout=30_000)
+                list_text = page.inner_text("body")
+                assert list_text.count("Best Trial") == len(points), (
+                    f"Best Trial on {list_text.count('Best Trial')} trials, Pareto points {len(points)}"
+                )
+                assert len(study.best_trials) >= len(points)
+                page.get_by_text(f"Trial {best.number}", exact=True).first.click()
+                page.get_by_text(f"Trial {best.number} (trial_id={trial_id})").first.wait_for(timeout=30_000)
                 page.get_by_text(acf_name).first.wait_for(timeout=30_000)
-                shot = tmp_path / "dashboard.png"
-                page.screenshot(path=str(shot), full_page=True)
-                assert shot.stat().st_size > 10_000
-                if os.environ.get("CIQ_OPTUNA_UPDATE_DOCS") == "1":
-                    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(shot, SCREENSHOT)
+                body = page.inner_text("body")
+                regs, spill = (int(v) for v in best.values)
+                assert f"objectives registers {regs} regs, spill-bytes {spill} B" in body
+                for attr in ("registers (regs)", "spill-bytes (B)", "cubin-size (B)", "flags", "binary_hash"):
+                    assert attr in body, f"user attribute {attr} not shown"
+                assert '"registers":' not in body, "the metrics still shown as one JSON blob"
+                assert best.user_attrs["binary_hash"] in body
+                _shoot(page, tmp_path, "dashboard-trial.png")
                 # The artifact is downloadable: the dashboard serves the stored ACF bytes.
-                url = f"{base}/artifacts/{study._study_id}/{best._trial_id}/{metas[0]['artifact_id']}"
+                url = f"{base}/artifacts/{study_id}/{trial_id}/{metas[0]['artifact_id']}"
                 response = page.request.get(url)
                 assert response.ok
                 assert b"ciq-optuna-acf" in response.body()

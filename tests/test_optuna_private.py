@@ -35,6 +35,7 @@ def _instances() -> dict[type, object]:
         optuna.study.Study: study,
         optuna.trial.Trial: trial,
         optuna.trial.FrozenTrial: study.trials[0],
+        optuna.study._frozen.FrozenStudy: study._storage.get_all_studies()[0],
     }
 
 

@@ -31,7 +31,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any
 
 import optuna
@@ -41,18 +41,28 @@ from optuna.storages._cached_storage import _CachedStorage
 from optuna.storages._heartbeat import get_heartbeat_thread
 from optuna.storages._rdb import models
 from optuna.storages._rdb.storage import _create_scoped_session
+from optuna.study._frozen import FrozenStudy
 from optuna.trial import FrozenTrial, TrialState
 
 from ciq_optuna.samplers import _optuna as _sampler_private
-from ciq_optuna.samplers._optuna import cached_trials, storage_of, study_id_of, trial_id_of
+from ciq_optuna.samplers._optuna import (
+    cached_trials,
+    non_domination_rank,
+    storage_of,
+    study_id_of,
+    trial_id_of,
+)
 
 __all__ = [
     "BatchedStorage",
+    "FrozenStudy",
     "PRIVATE_NAMES",
     "cached_trials",
     "get_heartbeat_thread",
     "models",
+    "non_domination_rank",
     "scoped_session",
+    "set_dashboard_pareto_front",
     "storage_of",
     "study_id_of",
     "trial_id_of",
@@ -85,6 +95,9 @@ PRIVATE_NAMES = (
     "optuna.storages._rdb.models.TrialHeartbeatModel",
     "optuna.storages._rdb.storage._create_scoped_session",
     "optuna.storages.RDBStorage.scoped_session",
+    "optuna.study._frozen.FrozenStudy",
+    "optuna.study._frozen.FrozenStudy._study_id",
+    "optuna_dashboard._app.get_pareto_front_trials",
     *_sampler_private.PRIVATE_NAMES,
 )
 
@@ -536,3 +549,12 @@ def trials_of_this_trial(study: optuna.Study) -> list[FrozenTrial]:
     """The study's trials as read once at the start of the current trial (no storage read when
     the sampler read them already); ``Study._get_trials(use_cache=True)``."""
     return cached_trials(study)
+
+
+def set_dashboard_pareto_front(front: Callable[[list[FrozenTrial], list[optuna.study.StudyDirection]], list[FrozenTrial]]) -> None:
+    """Make optuna-dashboard (in this process) mark ``front(trials, directions)`` as the best trials
+    of a multi-objective study. It has no public hook: its study API calls the module-level
+    ``optuna_dashboard._app.get_pareto_front_trials``."""
+    import optuna_dashboard._app as dashboard_app
+
+    dashboard_app.get_pareto_front_trials = front
