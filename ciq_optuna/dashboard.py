@@ -31,7 +31,7 @@ from pathlib import Path
 import optuna
 from optuna.artifacts import FileSystemArtifactStore
 
-from ciq_optuna.cli.types import port
+from ciq_optuna.cli.types import QUIET, add_verbosity_arguments, configure_logging, port
 from ciq_optuna.dashboard_view import DashboardView, pareto_points, study_note
 from ciq_optuna.errors import EXIT_USER_ERROR, CiqError
 from ciq_optuna.study._optuna import set_dashboard_pareto_front, storage_of, study_id_of, trial_id_of
@@ -195,7 +195,7 @@ def run_dashboard_command(args: argparse.Namespace) -> int:
         return EXIT_USER_ERROR
     directory = Path(args.artifacts).resolve() if args.artifacts else artifact_dir(url)
     directory.mkdir(parents=True, exist_ok=True)
-    if not is_loopback(args.host):
+    if not is_loopback(args.host) and getattr(args, "verbosity", 0) != QUIET:
         print(
             f"ciq-optuna dashboard: warning: listening on {args.host}: the dashboard has no "
             "authentication; anyone who can reach this port can read and change the studies",
@@ -228,7 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m ciq_optuna.dashboard``: the same as ``ciq-optuna dashboard``."""
     parser = argparse.ArgumentParser(prog="ciq-optuna dashboard", description=__doc__.splitlines()[0])
     add_dashboard_arguments(parser)
-    return run_dashboard_command(parser.parse_args(argv))
+    add_verbosity_arguments(parser)
+    args = parser.parse_args(argv)
+    configure_logging(args.verbosity, "ciq-optuna dashboard")
+    return run_dashboard_command(args)
 
 
 if __name__ == "__main__":

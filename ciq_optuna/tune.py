@@ -103,6 +103,8 @@ class TuneConfig:
     force: bool = False
     warm_start: bool = True
     warm_from: list[Path] = field(default_factory=list)
+    #: Optuna's log line per trial on stderr (``tune -v``); off by default.
+    log_trials: bool = False
 
 
 @dataclass
@@ -312,7 +314,7 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
         storage_url,
     )
 
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    optuna.logging.set_verbosity(optuna.logging.INFO if config.log_trials else optuna.logging.ERROR)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     meta, objective = prepare(config, measure)
     store_key = check_store(config, meta)
@@ -718,5 +720,5 @@ def _upload_artifacts(
 
 
 def _say(config: TuneConfig, text: str) -> None:
-    if config.progress:
+    if config.progress or config.log_trials:  # not with -q
         print(text, flush=True)

@@ -42,7 +42,7 @@ import optuna
 import sqlalchemy
 from optuna.trial import FrozenTrial
 
-from ciq_optuna.cli.types import positive_float, positive_int
+from ciq_optuna.cli.types import NORMAL, QUIET, positive_float, positive_int, trial_log_level
 from ciq_optuna.errors import EXIT_USER_ERROR, CiqError
 from ciq_optuna.study.budget import (
     BUDGET_ATTR,
@@ -371,9 +371,12 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
 def run_worker_command(args: argparse.Namespace) -> int:
     """Run ``ciq-optuna worker``; returns the exit status (0, or 1 after a one-line error)."""
     _quiet_storage_errors_in_threads()
-    logging.basicConfig(level=logging.INFO, format="ciq-optuna worker: %(message)s")
-    # a failed trial is one line in its 'error' attribute, not a traceback on the console
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    verbosity = getattr(args, "verbosity", NORMAL)
+    # progress notes ("waiting for ...") by default; errors only with -q; debug with -v
+    level = {QUIET: logging.ERROR, NORMAL: logging.INFO}.get(verbosity, logging.DEBUG)
+    logging.basicConfig(level=level, format="ciq-optuna worker: %(message)s")
+    logging.getLogger().setLevel(level)
+    optuna.logging.set_verbosity(trial_log_level(verbosity))
     try:
         ran = run_worker(
             args.storage,

@@ -1,4 +1,11 @@
-"""The ``ciq-optuna`` command. A user mistake prints one line ``ciq-optuna: error: ...`` and exits 2."""
+"""The ``ciq-optuna`` command.
+
+Conventions shared by every subcommand: a user mistake prints one line ``ciq-optuna: error: ...``
+(or the subcommand's prefix) and exits 2 (:data:`ciq_optuna.errors.EXIT_USER_ERROR`); a check whose
+answer is "no" (``acf verify`` mismatch, ``spaces check`` conflicts, ``store`` problems,
+``check`` regressions, failed ``tune-all`` entries) exits 1; Ctrl-C exits 130. ``-q`` prints only
+results and errors, ``-v`` more detail (:func:`ciq_optuna.cli.types.add_verbosity_arguments`).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from ciq_optuna import __version__
+from ciq_optuna.cli.types import add_verbosity_arguments, configure_logging
 from ciq_optuna.errors import EXIT_USER_ERROR, CiqError
 
 
@@ -38,7 +46,21 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     explain_cmd.register(sub)
     wanted = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
     _register_optional(sub, wanted)
+    for leaf in _leaf_parsers(parser):
+        add_verbosity_arguments(leaf)
     return parser
+
+
+def _leaf_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parsers of every (sub)subcommand: each gets the same ``-q/-v``."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return [parser]
+    leaves: list[argparse.ArgumentParser] = []
+    for action in subs:
+        for child in dict.fromkeys(action.choices.values()):
+            leaves += _leaf_parsers(child)
+    return leaves
 
 
 #: Commands whose machinery lives in its own module: name -> (help, module, add arguments, run).
@@ -81,6 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    configure_logging(args.verbosity, f"ciq-optuna {args.command}")
     try:
         return int(args.func(args) or 0)
     except CiqError as exc:

@@ -12,6 +12,7 @@ import tomli_w
 
 from ciq_optuna.acf import Acf, read_acf, write_acf
 from ciq_optuna.acf import release_of as _release
+from ciq_optuna.cli.types import QUIET
 from ciq_optuna.compilers.base import Compiler, get_compiler
 from ciq_optuna.compilers.locate import find_compiler, list_compilers
 from ciq_optuna.errors import CiqError
@@ -90,7 +91,7 @@ def _export(args: argparse.Namespace) -> int:
         raise CiqError(f"cannot write {out}: {exc.strerror}") from None
     tool = "ptxas" if acf.compiler == "ptxas" else "nvcc"
     print(f"wrote {out}: {tool} -arch={acf.arch} --options-file {out} ...", file=sys.stderr)
-    warning = _version_warning(acf)
+    warning = _version_warning(acf) if args.verbosity != QUIET else None
     if warning:
         print(warning, file=sys.stderr)
     return 0

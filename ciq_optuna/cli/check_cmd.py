@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from ciq_optuna.cli.types import QUIET
 from ciq_optuna.errors import CiqError
 from ciq_optuna.store import STORE_ENV, Store
 
@@ -44,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
         raise CiqError(f"no store given: pass STORE or set ${STORE_ENV}")
     store = Store(root)
     store.check_exists()
-    say = None if args.json else (lambda text: print(text, file=sys.stderr, flush=True))
+    quiet = args.json or args.verbosity == QUIET
+    say = None if quiet else (lambda text: print(text, file=sys.stderr, flush=True))
     rows = check_store(
         store, compiler_path=args.compiler_path, allow_changed_binary=args.allow_changed_binary, progress=say
     )

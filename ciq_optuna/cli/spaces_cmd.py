@@ -6,6 +6,9 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ciq_optuna.cli.types import NORMAL
+from ciq_optuna.errors import CiqError
+
 if TYPE_CHECKING:
     from ciq_optuna.space.compiler_space import CompilerSpace
 
@@ -33,7 +36,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--arch", default="sm_90a")
     s.add_argument("--kernel", type=Path, help="reference kernel (default: the one shipped with ciq-optuna)")
     s.add_argument("--quick", action="store_true", help="only check that every flag and value is accepted")
-    s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=_check)
 
 
@@ -54,8 +56,7 @@ def _list(args: argparse.Namespace) -> int:
 
     files = available_spaces()
     if not files:
-        print("no space files found")
-        return 1
+        raise CiqError("no space files found (set $CIQ_OPTUNA_SPACES to a directory of space files)")
     for f in files:
         space = CompilerSpace.load(f.path)
         print(f"{f.compiler}-{f.cuda}  v{space.version}  {len(space.controls):2d} controls  {f.path}")
@@ -98,7 +99,7 @@ def _check(args: argparse.Namespace) -> int:
         compiler,
         arch=args.arch,
         reference_kernel=args.kernel,
-        progress=not args.quiet,
+        progress=args.verbosity == NORMAL,
         quick=args.quick,
     )
     print(report.format_table())

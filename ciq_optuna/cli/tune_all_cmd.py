@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ciq_optuna.cli.types import positive_int
+from ciq_optuna.cli.types import QUIET, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,7 +24,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--storage", help="Optuna storage URL (default: the manifest's, else as for tune)")
     p.add_argument("--compiler-path", help="the ptxas/nvcc to use, or a bin directory holding them")
     p.add_argument("--jobs", type=positive_int, default=1, help="trials in parallel within each tuning")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
 
@@ -38,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
         storage=args.storage,
         compiler_path=args.compiler_path,
         jobs_per_tune=args.jobs,
-        progress=not args.quiet,
+        progress=args.verbosity != QUIET,
+        say=print if args.verbosity != QUIET else (lambda text: None),
     )
     print()
     print(format_summary(results))

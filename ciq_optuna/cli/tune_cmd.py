@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import shlex
 from pathlib import Path
 
-from ciq_optuna.cli.types import positive_float, positive_int
+from ciq_optuna.cli.types import NORMAL, VERBOSE, positive_float, positive_int
 from ciq_optuna.objectives.metrics import COMPILE_METRICS
 
 
@@ -137,7 +136,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="after the summary, explain the winner (as 'ciq-optuna explain': metrics, SASS mix, "
         "each control's share)",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
@@ -165,7 +163,8 @@ def run(args: argparse.Namespace) -> int:
         pool_size=args.pool_size,
         acf=args.acf,
         workdir=args.workdir,
-        progress=not args.quiet,
+        progress=args.verbosity == NORMAL,
+        log_trials=args.verbosity == VERBOSE,
         simplify=args.simplify,
         screen=args.screen,
         store=args.store,
@@ -173,8 +172,6 @@ def run(args: argparse.Namespace) -> int:
         warm_start=args.warm_start,
         warm_from=args.warm_from,
     )
-    # one prefixed line per warning (e.g. "database ... unavailable (...); retrying")
-    logging.basicConfig(level=logging.WARNING, format="ciq-optuna tune: %(message)s")
     result = tune(config)
     s = result.stats
     print()

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ciq_optuna.cli.types import positive_int
+from ciq_optuna.cli.types import QUIET, positive_int
 from ciq_optuna.compilers.triton import is_triton_ref, load_kernel
 from ciq_optuna.errors import EXIT_USER_ERROR, CiqError
 from ciq_optuna.gpu.harness import KernelLaunch
@@ -116,6 +116,7 @@ def load_launch(spec: str) -> KernelLaunch:
 
 def run_validate(args: argparse.Namespace) -> int:
     """Validate the ACFs; print one line per candidate. 0 when it ran, 2 on a user error."""
+    quiet = getattr(args, "verbosity", 0) == QUIET
     try:
         from ciq_optuna.gpu.validate import GpuAcfMeasure
 
@@ -161,13 +162,14 @@ def run_validate(args: argparse.Namespace) -> int:
                 from ciq_optuna.gpu.nvml import locked_clocks
 
                 clocks = stack.enter_context(locked_clocks(args.device, sm_mhz=args.lock_clocks or None))
-                print(f"SM clock locked at {clocks['sm_mhz']} MHz", file=sys.stderr)
+                if not quiet:
+                    print(f"SM clock locked at {clocks['sm_mhz']} MHz", file=sys.stderr)
             report = validate_acfs(
                 args.acfs,
                 measure=measure,
                 settings=settings,
                 write_records=not args.no_record,
-                progress=lambda msg: print(msg, file=sys.stderr),
+                progress=(lambda msg: None) if quiet else (lambda msg: print(msg, file=sys.stderr)),
             )
     except CiqError as exc:
         print(f"ciq-optuna validate: error: {exc}", file=sys.stderr)
