@@ -172,6 +172,11 @@ def add_dashboard_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--port", type=port, default=8080, help="port to listen on (default 8080)")
     parser.add_argument(
+        "--as-stored",
+        action="store_true",
+        help="show ciq-optuna studies as stored (no objective names, metrics blob, .passed genes)",
+    )
+    parser.add_argument(
         "--artifacts",
         default=None,
         metavar="DIR",
@@ -208,10 +213,12 @@ def run_dashboard_command(args: argparse.Namespace) -> int:
     )
     from optuna_dashboard import run_server
 
-    set_dashboard_pareto_front(pareto_points)
+    if not getattr(args, "as_stored", False):
+        set_dashboard_pareto_front(pareto_points)
+        storage = DashboardView(storage)
     try:
         run_server(
-            DashboardView(storage), host=args.host, port=args.port, artifact_store=FileSystemArtifactStore(str(directory))
+            storage, host=args.host, port=args.port, artifact_store=FileSystemArtifactStore(str(directory))
         )
     except OSError as exc:
         print(

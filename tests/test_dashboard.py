@@ -255,3 +255,23 @@ def test_dashboard_in_chromium_shows_study_trials_and_acf(tmp_path: Path) -> Non
                 browser.close()
     finally:
         _stop(proc)
+
+
+def test_dashboard_api_shows_the_view_unless_as_stored(tmp_path: Path) -> None:
+    """The study list through the view names the objectives; ``--as-stored`` shows the stored name."""
+    import json
+
+    db = tmp_path / "s.db"
+    study = optuna.create_study(storage=f"sqlite:///{db}", study_name="k", directions=["minimize"])
+    study.set_user_attr("ciq_optuna", {"metrics": ["registers"]})
+    names = {}
+    for extra in ((), ("--as-stored",)):
+        port = _free_port()
+        proc = _start_dashboard(str(db), port, *extra)
+        try:
+            _wait_http(f"http://127.0.0.1:{port}/api/studies", proc)
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=10) as reply:
+                names[extra] = [s["study_name"] for s in json.load(reply)["study_summaries"]]
+        finally:
+            _stop(proc)
+    assert names == {(): ["k · min registers (regs)"], ("--as-stored",): ["k"]}
