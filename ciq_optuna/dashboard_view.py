@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,10 @@ from optuna.storages import BaseStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from ciq_optuna.errors import CiqError
+from ciq_optuna.space.compiler_space import CompilerSpace
 from ciq_optuna.space.controls import NOT_PASSED, PASSED_SUFFIX
+from ciq_optuna.space.files import find_space
 from ciq_optuna.study._optuna import FrozenStudy, non_domination_rank, study_id_of, trial_id_of
 from ciq_optuna.study.metadata import ATTR as META_ATTR
 from ciq_optuna.summary import best_trials, secondary_key, unit
@@ -98,13 +102,17 @@ def readable_user_attrs(
     return out
 
 
-def merged_distributions(trials: Sequence[FrozenTrial]) -> dict[str, BaseDistribution]:
+def merged_distributions(
+    trials: Sequence[FrozenTrial], known: Mapping[str, BaseDistribution] | None = None
+) -> dict[str, BaseDistribution]:
     """For each control with a ``.passed`` gene: one categorical distribution over
-    ``(not passed)`` and its values (a range too wide to list is left as two parameters)."""
+    ``(not passed)`` and its values (a range too wide to list is left as two parameters).
+    ``known``: every gene of the study's space (:func:`space_distributions`), so the merged form
+    is the same from the first trial on; else the genes the trials show."""
     seen: dict[str, BaseDistribution] = {}
     gated: set[str] = set()
-    for t in trials:
-        for name, dist in t.distributions.items():
+    for dists in [known or {}, *(t.distributions for t in trials)]:
+        for name, dist in dists.items():
             if name.endswith(PASSED_SUFFIX):
                 gated.add(name[: -len(PASSED_SUFFIX)])
             else:
@@ -122,6 +130,23 @@ def merged_distributions(trials: Sequence[FrozenTrial]) -> dict[str, BaseDistrib
             continue
         merged[name] = CategoricalDistribution([NOT_PASSED, *choices])
     return merged
+
+
+def space_distributions(user_attrs: Mapping[str, Any]) -> dict[str, BaseDistribution]:
+    """Every gene of the compiler spaces a ciq-optuna study records (the files it names, when
+    they are here and unchanged); {} when they cannot be loaded."""
+    meta = user_attrs.get(META_ATTR)
+    out: dict[str, BaseDistribution] = {}
+    try:
+        for ident in meta["spaces"]:
+            path = Path(ident["path"]) if ident.get("path") and Path(ident["path"]).is_file() else None
+            space = CompilerSpace.load(path or find_space(ident["compiler"], ident["cuda"]))
+            if space.sha256 != ident["sha256"]:
+                return {}
+            out.update(space.for_arch(meta["arch"]).distributions())
+    except (CiqError, KeyError, TypeError, OSError):
+        return {}
+    return out
 
 
 def merge_controls(trial: FrozenTrial, merged: Mapping[str, BaseDistribution]) -> tuple[dict, dict]:
@@ -163,6 +188,7 @@ class DashboardView(BaseStorage):
         self._lock = threading.Lock()
         #: Finished trials already shown, by trial id, with the merged names they were shown with.
         self._shown: dict[int, tuple[frozenset, FrozenTrial]] = {}
+        self._space_genes: dict[int, dict[str, BaseDistribution]] = {}
 
     # ---- reads that change
     def get_all_studies(self) -> list[FrozenStudy]:
@@ -195,7 +221,7 @@ class DashboardView(BaseStorage):
         metrics = study_metrics(self.backend.get_study_user_attrs(study_id))
         if not metrics:
             return trials
-        merged = merged_distributions(trials)
+        merged = merged_distributions(trials, self._genes(study_id))
         key = frozenset(merged)
         with self._lock:
             out = []
@@ -225,8 +251,16 @@ class DashboardView(BaseStorage):
         return self._readable(
             best[0],
             study_metrics(study.user_attrs),
-            merged_distributions(self.backend.get_all_trials(study_id, deepcopy=False)),
+            merged_distributions(
+                self.backend.get_all_trials(study_id, deepcopy=False), self._genes(study_id)
+            ),
         )
+
+    def _genes(self, study_id: int) -> dict[str, BaseDistribution]:
+        """The study's space genes, loaded once per study."""
+        if study_id not in self._space_genes:
+            self._space_genes[study_id] = space_distributions(self.backend.get_study_user_attrs(study_id))
+        return self._space_genes[study_id]
 
     @staticmethod
     def _readable(

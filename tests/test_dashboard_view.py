@@ -132,3 +132,22 @@ def test_merged_distributions_leave_wide_ranges_alone() -> None:
     wide = IntDistribution(0, 10_000)
     trial = create_trial(value=1.0, params={"a.passed": True, "a": 5}, distributions={"a.passed": GENE, "a": wide})
     assert merged_distributions([trial]) == {}
+
+
+def test_the_study_space_fixes_the_merged_form_from_the_first_trial() -> None:
+    """Before any trial passes a control, the space file the study names gives its values."""
+    from ciq_optuna.dashboard_view import space_distributions
+    from ciq_optuna.space.compiler_space import CompilerSpace
+
+    space = CompilerSpace.load(Path(__file__).resolve().parents[1] / "spaces" / "ptxas-13.0.toml")
+    meta = {"ciq_optuna": {"spaces": [space.identity], "arch": "sm_80", "metrics": ["registers"]}}
+    genes = space_distributions(meta)
+    assert "ptxas.maxrregcount.passed" in genes
+    baseline = create_trial(
+        value=128.0, params={"ptxas.maxrregcount.passed": False}, distributions={"ptxas.maxrregcount.passed": GENE}
+    )
+    assert merged_distributions([baseline]) == {}  # from the trials alone: the values are unknown yet
+    merged = merged_distributions([baseline], genes)
+    assert merged["ptxas.maxrregcount"].choices == (NOT_PASSED, *range(24, 249, 8))
+    changed = {"ciq_optuna": {**meta["ciq_optuna"], "spaces": [{**space.identity, "sha256": "0" * 64}]}}
+    assert space_distributions(changed) == {} and space_distributions({}) == {}
