@@ -7,7 +7,7 @@ their controls into the current space (controls the space no longer has, or valu
 longer accepts, are dropped) and adds their neighbours: the winner without each of its
 controls, and each passed integer control one grid step up and down. :func:`run_warm_start`
 evaluates them right after the baseline, one at a time (user attribute ``warm_start``: the
-ACF it comes from).
+ACF it comes from); the tune's screening trials follow them, as in a cold tune.
 """
 
 from __future__ import annotations
