@@ -97,10 +97,9 @@ def check_store(
             row.status, row.reason = "duplicate", f"two entries for one key (also {others})"
         else:
             try:
-                compiler = compilers.get(entry.acf.compiler)
-                if compiler is None:
-                    compiler = compilers[entry.acf.compiler] = get_compiler(entry.acf.compiler, compiler_path)
-                _check_entry(store, entry, compiler, spaces, row, timeout)
+                _check_entry(
+                    store, entry, _compiler_for(entry, compilers, compiler_path), spaces, row, timeout
+                )
             except CiqError as exc:
                 row.status, row.reason = "error", str(exc)
         row.stale = not (row.status == REPRODUCED or (allow_changed_binary and row.status == CHANGED))
@@ -120,11 +119,38 @@ def _base_row(name: str, entry: Entry) -> CheckRow:
     )
 
 
+def _compiler_for(entry: Entry, compilers: dict[Any, Any], compiler_path: str | None) -> Any:
+    """The compiler that checks ``entry`` (one per compiler name, or per Triton kernel and arch),
+    or a callable that raises the reason the entry cannot be compiled here."""
+    acf = entry.acf
+    if not acf.triton:
+        if acf.compiler not in compilers:
+            compilers[acf.compiler] = get_compiler(acf.compiler, compiler_path)
+        return compilers[acf.compiler]
+    return lambda kernel: _triton_compiler(acf, kernel, compilers, compiler_path)
+
+
+def _triton_compiler(acf: Any, kernel: Path, compilers: dict[Any, Any], compiler_path: str | None) -> Any:
+    """The Triton compiler of a Triton entry's kernel file for its arch (Triton's ptxas or
+    ``compiler_path``); CiqError when Triton is not installed or the kernel cannot be loaded."""
+    from ciq_optuna.compilers.triton import load_kernel
+    from ciq_optuna.objectives.triton import triton_compiler
+
+    cache_key = (str(kernel), acf.kernel.get("name"), acf.arch)
+    if cache_key not in compilers:
+        tk = load_kernel(f"{kernel}:{acf.kernel.get('name')}")
+        compilers[cache_key] = triton_compiler(tk, acf.arch, compiler_path)
+    return compilers[cache_key]
+
+
 def _check_entry(
-    store: Store, entry: Entry, compiler: Compiler, spaces: set[str], row: CheckRow, timeout: float
+    store: Store, entry: Entry, compiler: Any, spaces: set[str], row: CheckRow, timeout: float
 ) -> None:
     acf = entry.acf
-    row.installed = f"{compiler.name} {compiler.info.version}"
+    if not callable(getattr(compiler, "compile", None)):  # a Triton entry: its compiler needs the kernel
+        row.installed = "Triton"
+    else:
+        row.installed = f"{compiler.name} {compiler.info.version}"
     kernel = store.kernel_path(entry)
     if kernel is None or not kernel.is_file():
         row.status = "kernel missing"
@@ -138,22 +164,14 @@ def _check_entry(
         names = ", ".join(f"{s.get('name')} {s.get('cuda')} v{s.get('version')}" for s in unknown)
         row.status, row.reason = "space unknown", f"space file {names} is not one this ciq-optuna has"
         return
-    if acf.arch not in compiler.supported_archs():
-        row.status, row.reason = "unsupported arch", f"{compiler.info} does not support {acf.arch}"
-        return
     with tempfile.TemporaryDirectory(prefix="ciq-check-") as tmp:
-        opts = Path(tmp) / "acf.opts"
-        opts.write_text(acf.options_file_text(), encoding="utf-8")
-        tuned = compiler.compile(
-            kernel, acf.arch, [], output=Path(tmp) / "tuned.cubin", options_file=opts, timeout=timeout
-        )
-        if not tuned.ok:
-            row.status, row.reason = "rejected", f"the compiler refuses the flags: {tuned.error}"
+        if acf.triton:
+            pair = _compile_triton(acf, kernel, compiler, row, Path(tmp), timeout)
+        else:
+            pair = _compile_ptx(acf, kernel, compiler, row, Path(tmp), timeout)
+        if pair is None:
             return
-        base = compiler.compile(kernel, acf.arch, [], output=Path(tmp) / "base.cubin", timeout=timeout)
-        if not base.ok:
-            row.status, row.reason = "error", f"the kernel does not compile with the defaults: {base.error}"
-            return
+        tuned, base = pair
         tuned_m, base_m = compile_metrics(tuned), compile_metrics(base)
     worse = []
     for o in acf.objectives:
@@ -181,6 +199,65 @@ def _check_entry(
     else:
         row.status = CHANGED
         row.reason = "the compiler now makes other code; still no worse: " + _objective_text(row)
+
+
+def _compile_ptx(
+    acf: Any, kernel: Path, compiler: Compiler, row: CheckRow, tmp: Path, timeout: float
+) -> tuple[Any, Any] | None:
+    """(tuned, defaults) compiles of a PTX/CUDA entry; None with the row's status set when it fails."""
+    if acf.arch not in compiler.supported_archs():
+        row.status, row.reason = "unsupported arch", f"{compiler.info} does not support {acf.arch}"
+        return None
+    opts = tmp / "acf.opts"
+    opts.write_text(acf.options_file_text(), encoding="utf-8")
+    tuned = compiler.compile(
+        kernel, acf.arch, [], output=tmp / "tuned.cubin", options_file=opts, timeout=timeout
+    )
+    if not tuned.ok:
+        row.status, row.reason = "rejected", f"the compiler refuses the flags: {tuned.error}"
+        return None
+    base = compiler.compile(kernel, acf.arch, [], output=tmp / "base.cubin", timeout=timeout)
+    if not base.ok:
+        row.status, row.reason = "error", f"the kernel does not compile with the defaults: {base.error}"
+        return None
+    return tuned, base
+
+
+def _compile_triton(
+    acf: Any, kernel: Path, make_compiler: Callable[[Path], Any], row: CheckRow, tmp: Path, timeout: float
+) -> tuple[Any, Any] | None:
+    """(tuned, defaults) compiles of a Triton entry: its meta-parameters and flags, and the kernel's
+    baseline meta-parameters with no flags; None with the row's status set when it cannot be checked."""
+    from ciq_optuna.compilers.triton import triton_version
+
+    version, tuned_version = triton_version(), str(acf.triton.get("version", ""))
+    row.tuned_with = f"{row.tuned_with}, Triton {tuned_version}"
+    row.installed = f"Triton {version}"
+    if version != tuned_version:
+        row.status = "triton changed"
+        row.reason = f"tuned with Triton {tuned_version}; Triton here is {version}: re-tune it"
+        return None
+    try:
+        compiler = make_compiler(kernel)
+    except CiqError as exc:
+        if "ptxas" in str(exc) and acf.arch in str(exc):
+            row.status, row.reason = "unsupported arch", str(exc)
+        else:
+            row.status, row.reason = "error", str(exc)
+        return None
+    row.installed = f"{compiler.name} {compiler.info.version}, Triton {version}"
+    app = {**compiler.kernel.baseline_app(), **acf.application}
+    tuned = compiler.compile(
+        None, acf.arch, list(acf.flags), output=tmp / "tuned.cubin", timeout=timeout, app=app
+    )
+    if not tuned.ok:
+        row.status, row.reason = "rejected", f"Triton or ptxas refuses the tuning: {tuned.error}"
+        return None
+    base = compiler.compile(None, acf.arch, [], output=tmp / "base.cubin", timeout=timeout)
+    if not base.ok:
+        row.status, row.reason = "error", f"the kernel does not compile with its baseline: {base.error}"
+        return None
+    return tuned, base
 
 
 def _objective_text(row: CheckRow) -> str:

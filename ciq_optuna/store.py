@@ -129,6 +129,20 @@ class Tuning:
         """Tuned application (e.g. Triton meta-) parameters, empty for compiler-only tunings."""
         return dict(self.acf.application)
 
+    @property
+    def triton(self) -> dict[str, Any]:
+        """A Triton kernel's config as tuned, empty for PTX/CUDA: ``constexprs`` (block sizes...),
+        ``options`` (``num_warps``, ``num_stages``...) and ``ptx_options`` (the flags as one string);
+        ``ciq_optuna.triton_acf.triton_config(tuning.acf)`` makes the ``triton.Config``."""
+        t = self.acf.triton
+        if not t:
+            return {}
+        return {
+            "constexprs": dict(t.get("constexprs", {})),
+            "options": dict(t.get("options", {})),
+            "ptx_options": str(t.get("ptx_options", "")),
+        }
+
 
 class Store:
     """A directory of ACFs (see the module docstring)."""
@@ -200,7 +214,7 @@ class Store:
         """
         key = StoreKey.of(acf)
         if kernel is not None:
-            kernel = Path(kernel)
+            kernel = kernel_file(kernel)
             if _file_sha256(kernel) != key.kernel_sha256:
                 raise StoreError(f"{kernel} is not the kernel this ACF was tuned for (sha256 differs)")
             acf.kernel = dict(
@@ -227,6 +241,15 @@ class Store:
 def duplicate_message(key: StoreKey, entries: Sequence[Entry]) -> str:
     paths = ", ".join(str(e.path) for e in entries)
     return f"two entries for one key ({key.describe()}): {paths}; keep one"
+
+
+def kernel_file(kernel: str | Path) -> Path:
+    """The file of a kernel: ``path.py`` for a Triton kernel named ``path.py:name``, else the path."""
+    from ciq_optuna.compilers.triton import is_triton_ref, parse_ref
+
+    if is_triton_ref(kernel) and ":" in str(kernel):
+        return parse_ref(kernel)[0]
+    return Path(kernel)
 
 
 def kernel_stem(name: str, arch: str) -> str:
@@ -281,7 +304,7 @@ def lookup(
     *,
     store: str | Path | Store | None = None,
     objective: str | Sequence[str] | None = None,
-    variant: str = "",
+    variant: str | None = None,
 ) -> Tuning | None:
     """The tuned flags for ``kernel`` on ``arch`` with ``compiler``, or None: use the compiler defaults.
 
@@ -294,14 +317,26 @@ def lookup(
     must be at most one. Only an exact match counts: another kernel version, architecture,
     compiler version or variant gives None. Damaged files are skipped with a warning; two
     entries for the requested key raise StoreError.
+
+    A Triton kernel is named ``path.py:kernel_name`` (its file is imported): the variant is the
+    installed Triton's version, the kernel name and its fixed meta-parameters, and the compiler
+    (None or ``"ptxas"``) is the ptxas Triton runs for ``arch``; the :class:`Tuning` then
+    carries the Triton config too (``tuning.triton``, ``tuning.application``).
     """
-    if isinstance(kernel, bytes):
+    from ciq_optuna.compilers.triton import is_triton_ref
+
+    if not isinstance(kernel, bytes) and is_triton_ref(kernel):
+        sha, name, comp_name, comp_version, triton_variant = _triton_lookup_key(kernel, arch, compiler)
+        variant = triton_variant if variant is None else variant
+    elif isinstance(kernel, bytes):
         if compiler is None or (isinstance(compiler, str) and " " not in compiler.strip()):
             raise CiqError("lookup of kernel bytes needs the compiler as 'name version'")
         sha, name = hashlib.sha256(kernel).hexdigest(), "kernel"
+        comp_name, comp_version = _installed(name, compiler)
     else:
         sha, name = _file_sha256(Path(kernel)), Path(kernel).name
-    comp_name, comp_version = _installed(name, compiler)
+        comp_name, comp_version = _installed(name, compiler)
+    variant = variant or ""
     if store is None:
         env = os.environ.get(STORE_ENV)
         if not env:
@@ -332,6 +367,19 @@ def lookup(
     if not found:
         return None
     return Tuning(flags=list(found[0].acf.flags), path=found[0].path, acf=found[0].acf)
+
+
+def _triton_lookup_key(kernel: str | Path, arch: str, compiler: Any) -> tuple[str, str, str, str, str]:
+    """(file sha256, kernel name, compiler name, version, variant) of a Triton kernel as installed here."""
+    from ciq_optuna.compilers.triton import load_kernel, store_variant, triton_ptxas, triton_version
+
+    tk = load_kernel(kernel)
+    if compiler is None or compiler == "ptxas":
+        info = triton_ptxas(arch)
+        comp_name, comp_version = "ptxas", info.version
+    else:
+        comp_name, comp_version = _installed(tk.name, compiler)
+    return tk.file_sha256, tk.name, comp_name, comp_version, store_variant(tk, triton_version())
 
 
 def _objective_filter(objective: str | Sequence[str] | None) -> tuple[str, ...] | None:
