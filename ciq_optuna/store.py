@@ -411,19 +411,44 @@ def key_for_meta(meta: Mapping[str, Any]) -> StoreKey:
 def check_store(config: Any, meta: Mapping[str, Any]) -> StoreKey | None:
     """For ``tune --store``: the key the result will have; StoreError now (before any trial) if it
     cannot be written: several objectives, or an entry already there without ``--force``."""
+    pick = getattr(config, "pareto_pick", None)
     if getattr(config, "store", None) is None:
+        if pick is not None:
+            raise StoreError("--pareto-pick chooses the point --store writes; give --store DIR too")
         return None
-    if len(meta["metrics"]) > 1:
+    if len(meta["metrics"]) > 1 and pick is None:
         raise StoreError(
-            "--store takes one objective (a Pareto front has no single winner); write the point you "
-            "want with 'ciq-optuna acf from-study' and add it with 'ciq-optuna store add'"
+            "--store with several objectives needs --pareto-pick: 'first' (the front's first point, "
+            "best on the first objective, as in the tune summary) or a trial number"
         )
+    if pick is not None:
+        if len(meta["metrics"]) == 1:
+            raise StoreError("--pareto-pick is for several objectives; with one, --store writes the winner")
+        if pick != "first" and not pick.isdigit():
+            raise StoreError(f"--pareto-pick takes 'first' or a trial number, not {pick!r}")
     st = Store(config.store)
     if st.root.exists() and not st.root.is_dir():
         raise StoreError(f"store {st.root} is a file, not a directory")
     key = key_for_meta(meta)
     st.check_can_add(key, force=config.force)
     return key
+
+
+def picked_acf(config: Any, best: Sequence[Any], acf_paths: Sequence[Path]) -> Path:
+    """The ACF ``tune --store`` writes: the winner, or with several objectives the Pareto point
+    ``--pareto-pick`` names (``first``: the front's first point, as tune orders and prints it;
+    ``N``: trial N, which must be on the front). ``best`` and ``acf_paths`` are in the same order."""
+    pick = getattr(config, "pareto_pick", None)
+    if pick is None or pick == "first":
+        return acf_paths[0]
+    for trial, path in zip(best, acf_paths):
+        if trial.number == int(pick):
+            return path
+    points = ", ".join(str(t.number) for t in best)
+    raise StoreError(
+        f"trial {pick} is not on the Pareto front (its points are trials {points}); nothing stored: "
+        f"the study is saved; add a point's ACF with 'ciq-optuna store add'"
+    )
 
 
 def add_to_store(config: Any, acf_path: Path) -> Path:

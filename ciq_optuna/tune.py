@@ -41,7 +41,7 @@ from ciq_optuna.space.compiler_space import CompilerSpace
 from ciq_optuna.space.controls import parse_arch
 from ciq_optuna.space.files import find_space
 from ciq_optuna.space.search import Candidate, SearchSpace
-from ciq_optuna.store import add_to_store, check_store
+from ciq_optuna.store import add_to_store, check_store, picked_acf
 from ciq_optuna.study.budget import budget_status, gated_objective
 from ciq_optuna.study.leases import (
     MAX_TAKEN_AWAY,
@@ -102,6 +102,7 @@ class TuneConfig:
     force: bool = False
     warm_start: bool = True
     warm_from: list[Path] = field(default_factory=list)
+    pareto_pick: str | None = None
 
 
 @dataclass
@@ -377,7 +378,7 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
         ) from None
     result = finish(study, meta, objective, config, storage_shown)
     if store_key is not None:
-        result.store_path = add_to_store(config, result.acf_paths[0])
+        result.store_path = add_to_store(config, picked_acf(config, result.best, result.acf_paths))
     return result
 
 

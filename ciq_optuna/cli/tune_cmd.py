@@ -116,6 +116,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--force", action="store_true", help="replace the store's entry for this key")
     p.add_argument(
+        "--pareto-pick",
+        metavar="first|TRIAL",
+        help="with several objectives and --store: the Pareto point to store, 'first' (the front's "
+        "first point, best on the first objective, as the summary compares) or a trial number",
+    )
+    p.add_argument(
         "--warm-from",
         type=Path,
         action="append",
@@ -172,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
         force=args.force,
         warm_start=args.warm_start,
         warm_from=args.warm_from,
+        pareto_pick=args.pareto_pick,
     )
     # one prefixed line per warning (e.g. "database ... unavailable (...); retrying")
     logging.basicConfig(level=logging.WARNING, format="ciq-optuna tune: %(message)s")
