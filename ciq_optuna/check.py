@@ -5,8 +5,10 @@ For each entry, with the compiler found now (``--compiler-path``, else the usual
 1. it applies: its kernel is where the entry says and unchanged, its space file is one this
    ciq-optuna knows (by sha256), the architecture is supported and the compiler accepts the flags;
 2. it reproduces the recorded binary (code hash, the command line ptxas records ignored);
-3. it is no worse than the compiler defaults on its objectives (compile metrics, compiled now;
-   measured objectives need the GPU and are reported as not checked).
+3. it is no worse than the compiler defaults on its objectives: compile metrics, compiled now;
+   measured (runtime) objectives timed on the GPU by the ``runtime`` check the CLI passes
+   (:mod:`ciq_optuna.gpu.check`), else reported ``not checked: no GPU``, which is not stale
+   unless ``require_runtime``.
 
 Statuses: ``reproduced`` (all three hold), ``changed binary`` (applies and no worse, but the code
 differs: a compiler upgrade), ``worse than default``, ``rejected`` (flags refused), ``kernel
@@ -37,6 +39,25 @@ WORSE = "worse than default"
 #: Relative slack for noisy objectives before a tuning counts as worse than the defaults.
 NOISY_METRICS = {"compile-time": 0.10}
 
+#: How a measured (runtime) objective that could not be measured is reported.
+NO_GPU = "not checked: no GPU"
+
+
+@dataclass
+class RuntimeVerdict:
+    """The runtime comparison of a tuning with the compiler defaults (median times, ms)."""
+
+    checked: bool
+    note: str = ""
+    baseline_ms: float | None = None
+    tuned_ms: float | None = None
+    worse: bool = False
+
+
+#: ``runtime(acf_path, acf, kernel_file) -> RuntimeVerdict``: times the entry against the
+#: defaults on the GPU (:func:`ciq_optuna.gpu.check.runtime_check`).
+RuntimeCheck = Callable[[Path, Any, Path], RuntimeVerdict]
+
 
 @dataclass
 class CheckRow:
@@ -51,6 +72,11 @@ class CheckRow:
     stale: bool = True
     reason: str = ""
     objectives: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def runtime_not_checked(self) -> bool:
+        """A measured objective of this entry was not compared (no GPU, no launch recorded)."""
+        return any(not o["checked"] and o.get("runtime") for o in self.objectives)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,8 +102,15 @@ def check_store(
     allow_changed_binary: bool = False,
     timeout: float = 120.0,
     progress: Callable[[str], None] | None = None,
+    runtime: RuntimeCheck | None = None,
+    require_runtime: bool = False,
 ) -> list[CheckRow]:
-    """One :class:`CheckRow` per file of the store (see the module docstring)."""
+    """One :class:`CheckRow` per file of the store (see the module docstring).
+
+    ``runtime`` times entries with a measured objective against the defaults (without it, such
+    objectives are ``not checked: no GPU``); an entry whose runtime was not checked is stale
+    only with ``require_runtime``.
+    """
     scan = store.scan()
     rows: list[CheckRow] = []
 
@@ -98,11 +131,19 @@ def check_store(
         else:
             try:
                 _check_entry(
-                    store, entry, _compiler_for(entry, compilers, compiler_path), spaces, row, timeout
+                    store,
+                    entry,
+                    _compiler_for(entry, compilers, compiler_path),
+                    spaces,
+                    row,
+                    timeout,
+                    runtime,
                 )
             except CiqError as exc:
                 row.status, row.reason = "error", str(exc)
         row.stale = not (row.status == REPRODUCED or (allow_changed_binary and row.status == CHANGED))
+        if require_runtime and row.runtime_not_checked and not row.stale:
+            row.stale, row.reason = True, row.reason + " (runtime required: --require-runtime)"
         rows.append(row)
     for p in scan.problems:
         rows.append(CheckRow(entry=rel(p.path), status="damaged", reason=p.message))
@@ -144,7 +185,13 @@ def _triton_compiler(acf: Any, kernel: Path, compilers: dict[Any, Any], compiler
 
 
 def _check_entry(
-    store: Store, entry: Entry, compiler: Any, spaces: set[str], row: CheckRow, timeout: float
+    store: Store,
+    entry: Entry,
+    compiler: Any,
+    spaces: set[str],
+    row: CheckRow,
+    timeout: float,
+    runtime: RuntimeCheck | None = None,
 ) -> None:
     acf = entry.acf
     if not callable(getattr(compiler, "compile", None)):  # a Triton entry: its compiler needs the kernel
@@ -174,12 +221,15 @@ def _check_entry(
         tuned, base = pair
         tuned_m, base_m = compile_metrics(tuned), compile_metrics(base)
     worse = []
+    verdict: RuntimeVerdict | None = None
     for o in acf.objectives:
         name, maximize = o["name"], str(o.get("direction", "minimize")).startswith("max")
         if name not in COMPILE_METRICS:
-            row.objectives.append(
-                {"name": name, "checked": False, "note": "measured objective: needs the GPU"}
-            )
+            if verdict is None:  # one timing of tuned vs defaults answers every measured objective
+                verdict = runtime(entry.path, acf, kernel) if runtime else RuntimeVerdict(False, NO_GPU)
+            row.objectives.append(_runtime_row(name, verdict))
+            if verdict.worse:
+                worse.append(_runtime_text(name, verdict))
             continue
         t, b = tuned_m[name], base_m[name]
         if t is None or b is None:
@@ -260,13 +310,35 @@ def _compile_triton(
     return tuned, base
 
 
+def _runtime_row(name: str, verdict: RuntimeVerdict) -> dict[str, Any]:
+    row: dict[str, Any] = {"name": name, "checked": verdict.checked, "runtime": True}
+    if verdict.note:
+        row["note"] = verdict.note
+    if verdict.tuned_ms is not None:
+        row.update(tuned_ms=verdict.tuned_ms, default_ms=verdict.baseline_ms, worse=verdict.worse)
+    return row
+
+
+def _runtime_text(name: str, verdict: RuntimeVerdict) -> str:
+    if verdict.tuned_ms is None:
+        return f"{name}: {verdict.note or 'not checked'}"
+    return f"{name}: runtime {verdict.tuned_ms:.4g} ms vs default {verdict.baseline_ms:.4g} ms"
+
+
 def _objective_text(row: CheckRow) -> str:
-    parts = [
-        f"{o['name']} {o['tuned']:g} vs default {o['default']:g}"
-        if o["checked"]
-        else f"{o['name']} not checked"
-        for o in row.objectives
-    ]
+    parts = []
+    for o in row.objectives:
+        if o.get("runtime"):
+            parts.append(
+                _runtime_text(
+                    o["name"],
+                    RuntimeVerdict(o["checked"], o.get("note", ""), o.get("default_ms"), o.get("tuned_ms")),
+                )
+            )
+        elif o["checked"]:
+            parts.append(f"{o['name']} {o['tuned']:g} vs default {o['default']:g}")
+        else:
+            parts.append(f"{o['name']} not checked")
     return ", ".join(parts)
 
 

@@ -205,14 +205,31 @@ class Store:
             )
         return existing
 
-    def add(self, acf: Acf, *, kernel: str | Path | None = None, force: bool = False) -> Path:
+    def add(
+        self,
+        acf: Acf,
+        *,
+        kernel: str | Path | None = None,
+        force: bool = False,
+        launch: str | None = None,
+    ) -> Path:
         """Write ``acf`` into the store; returns its path.
 
         ``kernel`` (the kernel file) is recorded relative to the store root so ``check`` can
-        recompile it; its content must be the one the ACF was tuned for. An existing entry for
-        the same key is replaced only with ``force`` (its file is removed if its path differs).
+        recompile it; its content must be the one the ACF was tuned for. ``launch``
+        (``FILE.py:NAME``, a ``KernelLaunch`` or a function returning one) is recorded the same
+        way, so ``check`` can time a runtime objective on a GPU. An existing entry for the same
+        key is replaced only with ``force`` (its file is removed if its path differs).
         """
         key = StoreKey.of(acf)
+        if launch is not None:
+            file, sep, name = launch.rpartition(":")
+            if not sep or not file.endswith(".py") or not name.isidentifier():
+                raise StoreError(f"--launch {launch!r}: expected FILE.py:NAME")
+            if not Path(file).is_file():
+                raise StoreError(f"--launch: file not found: {file}")
+            rel = Path(os.path.relpath(Path(file).resolve(), self.root.resolve())).as_posix()
+            acf.kernel = dict(acf.kernel, launch=f"{rel}:{name}")
         if kernel is not None:
             kernel = kernel_file(kernel)
             if _file_sha256(kernel) != key.kernel_sha256:

@@ -28,6 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         required=True,
         help="the kernel it was tuned for (a Triton kernel: path.py:name)",
     )
+    s.add_argument(
+        "--launch",
+        metavar="FILE.py:NAME",
+        help="how to launch the kernel on a GPU (a KernelLaunch, as for validate), so that check can "
+        "time a runtime objective",
+    )
     _store_arg(s)
     s.add_argument("--force", action="store_true", help="replace an entry with the same key")
     s.set_defaults(func=_add)
@@ -55,7 +61,7 @@ def store_of(args: argparse.Namespace) -> Store:
 
 
 def _add(args: argparse.Namespace) -> int:
-    path = store_of(args).add(read_acf(args.acf), kernel=args.kernel, force=args.force)
+    path = store_of(args).add(read_acf(args.acf), kernel=args.kernel, force=args.force, launch=args.launch)
     print(f"stored {path}")
     return 0
 
