@@ -346,7 +346,12 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
             if remaining > 0 and warm:
                 tracked = _tracked(gated_objective(study, objective, config.trials), in_flight, progress)
                 ran = run_warm_start(
-                    study, objective.space.compilers, warm, tracked, warm_count(config, remaining)
+                    study,
+                    objective.space.compilers,
+                    warm,
+                    tracked,
+                    warm_count(config, remaining),
+                    app=objective.space.app.distributions(),
                 )
                 remaining -= ran
                 if ran:

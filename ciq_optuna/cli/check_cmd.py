@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from ciq_optuna.cli.types import positive_int
 from ciq_optuna.errors import CiqError
 from ciq_optuna.store import STORE_ENV, Store
 
@@ -41,7 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="an entry with a runtime objective that could not be timed (no GPU, no launch) is stale",
     )
     p.add_argument(
-        "--repeats", type=int, default=100, help="timed rounds of a runtime check (default %(default)s)"
+        "--repeats",
+        type=positive_int,
+        default=100,
+        help="timed rounds of a runtime check (default %(default)s)",
     )
     p.set_defaults(func=run)
 
