@@ -161,8 +161,9 @@ def _base_row(name: str, entry: Entry) -> CheckRow:
 
 
 def _compiler_for(entry: Entry, compilers: dict[Any, Any], compiler_path: str | None) -> Any:
-    """The compiler that checks ``entry`` (one per compiler name, or per Triton kernel and arch),
-    or a callable that raises the reason the entry cannot be compiled here."""
+    """The compiler that checks ``entry`` (one per compiler name); for a Triton entry, a function
+    of its kernel file that makes the Triton compiler (one per kernel and arch), as the kernel is
+    checked first."""
     acf = entry.acf
     if not acf.triton:
         if acf.compiler not in compilers:
