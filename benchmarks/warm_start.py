@@ -5,12 +5,13 @@ Two transitions, each from a source tuning (ptxas 13.0, sm_80, ``--trials`` tria
 - compiler upgrade: the same kernel on sm_80 re-tuned with ptxas 13.5 (pip wheels);
 - neighbouring arch: the kernel's sm_90a PTX tuned with ptxas 13.0.
 
-For each seed the target is tuned twice with the same budget and seed: cold (the default
-search: baseline, screening, genetic search) and warm (``--warm-from`` the source ACF: baseline,
-the source winner and its neighbours, genetic search). The cold run's best value is the target;
-for both runs we count the trials (baseline included, in trial order) until a value at least as
-good first appears. Simplification is off so only search trials count. Prints a Markdown table
-of medians over the seeds.
+For each seed the target is tuned three times with the same budget and seed: cold (the default
+search: baseline, screening, genetic search), warm (``--warm-from`` the source ACF: baseline,
+the source winner and its neighbours, screening, genetic search) and warm without screening
+(``--no-screen``: the seeds then the genetic search, as before screening followed the seeds).
+The cold run's best value is the target; for every run we count the trials (baseline included,
+in trial order) until a value at least as good first appears. Simplification is off so only
+search trials count. Prints a Markdown table of medians over the seeds.
 
     nice -n 10 python benchmarks/warm_start.py [--trials 24] [--seeds 5] > /tmp/warm_start.md
 """
@@ -50,6 +51,7 @@ def run(
     work: Path,
     name: str,
     warm_from: list[Path] | None = None,
+    screen: bool = True,
 ) -> optuna.Study:
     config = TuneConfig(
         kernel=kernel,
@@ -64,6 +66,7 @@ def run(
         progress=False,
         simplify=False,
         warm_from=warm_from or [],
+        screen=screen,
     )
     return tune(config).study
 
@@ -80,9 +83,10 @@ def main() -> int:
     )
     print(
         "| kernel | objective | transition | cold: trials to its best | warm: trials to the cold best | "
-        "warm reached it (runs) | cold best (median) | warm best (median) |"
+        "warm reached it (runs) | cold best (median) | warm best (median) | warm, no screening: trials "
+        "| reached | best |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="ciq-warm-") as tmp:
         work = Path(tmp)
         for name, metric in KERNELS.items():
@@ -100,11 +104,15 @@ def main() -> int:
             ]
             for label, kernel, arch, ptxas in transitions:
                 cold_n, warm_n, cold_best, warm_best, reached = [], [], [], [], 0
+                plain_n, plain_best, plain_reached = [], [], 0
                 for seed in range(1, args.seeds + 1):
                     tag = f"{name}-{arch}-{ptxas.release}-{seed}"
                     cold = run(kernel, arch, metric, ptxas, args.trials, seed, work, tag + "-cold")
                     warm = run(
                         kernel, arch, metric, ptxas, args.trials, seed, work, tag + "-warm", [source_acf]
+                    )
+                    plain = run(
+                        kernel, arch, metric, ptxas, args.trials, seed, work, tag + "-plain", [source_acf], False
                     )
                     target = cold.best_value
                     cold_n.append(trials_to_reach(cold, target))
@@ -113,15 +121,22 @@ def main() -> int:
                     warm_n.append(w if w is not None else args.trials + 1)
                     cold_best.append(target)
                     warm_best.append(warm.best_value)
+                    p = trials_to_reach(plain, target)
+                    plain_reached += p is not None
+                    plain_n.append(p if p is not None else args.trials + 1)
+                    plain_best.append(plain.best_value)
                     print(
-                        f"  {label} {name} seed {seed}: cold {cold_n[-1]} warm {w}",
+                        f"  {label} {name} seed {seed}: cold {cold_n[-1]} ({target:g}) warm {w} "
+                        f"({warm.best_value:g}) warm-no-screening {p} ({plain.best_value:g})",
                         file=sys.stderr,
                         flush=True,
                     )
                 print(
                     f"| {name} | {metric} | {label} | {statistics.median(cold_n):g} | "
                     f"{statistics.median(warm_n):g} | {reached}/{args.seeds} | "
-                    f"{statistics.median(cold_best):g} | {statistics.median(warm_best):g} |",
+                    f"{statistics.median(cold_best):g} | {statistics.median(warm_best):g} | "
+                    f"{statistics.median(plain_n):g} | {plain_reached}/{args.seeds} | "
+                    f"{statistics.median(plain_best):g} |",
                     flush=True,
                 )
     print(f"\n(a warm run that never reached the cold best counts as {args.trials + 1} trials)")

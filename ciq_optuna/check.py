@@ -5,8 +5,10 @@ For each entry, with the compiler found now (``--compiler-path``, else the usual
 1. it applies: its kernel is where the entry says and unchanged, its space file is one this
    ciq-optuna knows (by sha256), the architecture is supported and the compiler accepts the flags;
 2. it reproduces the recorded binary (code hash, the command line ptxas records ignored);
-3. it is no worse than the compiler defaults on its objectives (compile metrics, compiled now;
-   measured objectives need the GPU and are reported as not checked).
+3. it is no worse than the compiler defaults on its objectives: compile metrics, compiled now;
+   measured (runtime) objectives timed on the GPU by the ``runtime`` check the CLI passes
+   (:mod:`ciq_optuna.gpu.check`), else reported ``not checked: no GPU``, which is not stale
+   unless ``require_runtime``.
 
 Statuses: ``reproduced`` (all three hold), ``changed binary`` (applies and no worse, but the code
 differs: a compiler upgrade), ``worse than default``, ``rejected`` (flags refused), ``kernel
@@ -37,6 +39,25 @@ WORSE = "worse than default"
 #: Relative slack for noisy objectives before a tuning counts as worse than the defaults.
 NOISY_METRICS = {"compile-time": 0.10}
 
+#: How a measured (runtime) objective that could not be measured is reported.
+NO_GPU = "not checked: no GPU"
+
+
+@dataclass
+class RuntimeVerdict:
+    """The runtime comparison of a tuning with the compiler defaults (median times, ms)."""
+
+    checked: bool
+    note: str = ""
+    baseline_ms: float | None = None
+    tuned_ms: float | None = None
+    worse: bool = False
+
+
+#: ``runtime(acf_path, acf, kernel_file) -> RuntimeVerdict``: times the entry against the
+#: defaults on the GPU (:func:`ciq_optuna.gpu.check.runtime_check`).
+RuntimeCheck = Callable[[Path, Any, Path], RuntimeVerdict]
+
 
 @dataclass
 class CheckRow:
@@ -51,6 +72,11 @@ class CheckRow:
     stale: bool = True
     reason: str = ""
     objectives: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def runtime_not_checked(self) -> bool:
+        """A measured objective of this entry was not compared (no GPU, no launch recorded)."""
+        return any(not o["checked"] and o.get("runtime") for o in self.objectives)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,8 +102,15 @@ def check_store(
     allow_changed_binary: bool = False,
     timeout: float = 120.0,
     progress: Callable[[str], None] | None = None,
+    runtime: RuntimeCheck | None = None,
+    require_runtime: bool = False,
 ) -> list[CheckRow]:
-    """One :class:`CheckRow` per file of the store (see the module docstring)."""
+    """One :class:`CheckRow` per file of the store (see the module docstring).
+
+    ``runtime`` times entries with a measured objective against the defaults (without it, such
+    objectives are ``not checked: no GPU``); an entry whose runtime was not checked is stale
+    only with ``require_runtime``.
+    """
     scan = store.scan()
     rows: list[CheckRow] = []
 
@@ -97,13 +130,20 @@ def check_store(
             row.status, row.reason = "duplicate", f"two entries for one key (also {others})"
         else:
             try:
-                compiler = compilers.get(entry.acf.compiler)
-                if compiler is None:
-                    compiler = compilers[entry.acf.compiler] = get_compiler(entry.acf.compiler, compiler_path)
-                _check_entry(store, entry, compiler, spaces, row, timeout)
+                _check_entry(
+                    store,
+                    entry,
+                    _compiler_for(entry, compilers, compiler_path),
+                    spaces,
+                    row,
+                    timeout,
+                    runtime,
+                )
             except CiqError as exc:
                 row.status, row.reason = "error", str(exc)
         row.stale = not (row.status == REPRODUCED or (allow_changed_binary and row.status == CHANGED))
+        if require_runtime and row.runtime_not_checked and not row.stale:
+            row.stale, row.reason = True, row.reason + " (runtime required: --require-runtime)"
         rows.append(row)
     for p in scan.problems:
         rows.append(CheckRow(entry=rel(p.path), status="damaged", reason=p.message))
@@ -120,11 +160,45 @@ def _base_row(name: str, entry: Entry) -> CheckRow:
     )
 
 
+def _compiler_for(entry: Entry, compilers: dict[Any, Any], compiler_path: str | None) -> Any:
+    """The compiler that checks ``entry`` (one per compiler name); for a Triton entry, a function
+    of its kernel file that makes the Triton compiler (one per kernel and arch), as the kernel is
+    checked first."""
+    acf = entry.acf
+    if not acf.triton:
+        if acf.compiler not in compilers:
+            compilers[acf.compiler] = get_compiler(acf.compiler, compiler_path)
+        return compilers[acf.compiler]
+    return lambda kernel: _triton_compiler(acf, kernel, compilers, compiler_path)
+
+
+def _triton_compiler(acf: Any, kernel: Path, compilers: dict[Any, Any], compiler_path: str | None) -> Any:
+    """The Triton compiler of a Triton entry's kernel file for its arch (Triton's ptxas or
+    ``compiler_path``); CiqError when Triton is not installed or the kernel cannot be loaded."""
+    from ciq_optuna.compilers.triton import load_kernel
+    from ciq_optuna.objectives.triton import triton_compiler
+
+    cache_key = (str(kernel), acf.kernel.get("name"), acf.arch)
+    if cache_key not in compilers:
+        tk = load_kernel(f"{kernel}:{acf.kernel.get('name')}")
+        compilers[cache_key] = triton_compiler(tk, acf.arch, compiler_path)
+    return compilers[cache_key]
+
+
 def _check_entry(
-    store: Store, entry: Entry, compiler: Compiler, spaces: set[str], row: CheckRow, timeout: float
+    store: Store,
+    entry: Entry,
+    compiler: Any,
+    spaces: set[str],
+    row: CheckRow,
+    timeout: float,
+    runtime: RuntimeCheck | None = None,
 ) -> None:
     acf = entry.acf
-    row.installed = f"{compiler.name} {compiler.info.version}"
+    if not callable(getattr(compiler, "compile", None)):  # a Triton entry: its compiler needs the kernel
+        row.installed = "Triton"
+    else:
+        row.installed = f"{compiler.name} {compiler.info.version}"
     kernel = store.kernel_path(entry)
     if kernel is None or not kernel.is_file():
         row.status = "kernel missing"
@@ -138,30 +212,25 @@ def _check_entry(
         names = ", ".join(f"{s.get('name')} {s.get('cuda')} v{s.get('version')}" for s in unknown)
         row.status, row.reason = "space unknown", f"space file {names} is not one this ciq-optuna has"
         return
-    if acf.arch not in compiler.supported_archs():
-        row.status, row.reason = "unsupported arch", f"{compiler.info} does not support {acf.arch}"
-        return
     with tempfile.TemporaryDirectory(prefix="ciq-check-") as tmp:
-        opts = Path(tmp) / "acf.opts"
-        opts.write_text(acf.options_file_text(), encoding="utf-8")
-        tuned = compiler.compile(
-            kernel, acf.arch, [], output=Path(tmp) / "tuned.cubin", options_file=opts, timeout=timeout
-        )
-        if not tuned.ok:
-            row.status, row.reason = "rejected", f"the compiler refuses the flags: {tuned.error}"
+        if acf.triton:
+            pair = _compile_triton(acf, kernel, compiler, row, Path(tmp), timeout)
+        else:
+            pair = _compile_ptx(acf, kernel, compiler, row, Path(tmp), timeout)
+        if pair is None:
             return
-        base = compiler.compile(kernel, acf.arch, [], output=Path(tmp) / "base.cubin", timeout=timeout)
-        if not base.ok:
-            row.status, row.reason = "error", f"the kernel does not compile with the defaults: {base.error}"
-            return
+        tuned, base = pair
         tuned_m, base_m = compile_metrics(tuned), compile_metrics(base)
     worse = []
+    verdict: RuntimeVerdict | None = None
     for o in acf.objectives:
         name, maximize = o["name"], str(o.get("direction", "minimize")).startswith("max")
         if name not in COMPILE_METRICS:
-            row.objectives.append(
-                {"name": name, "checked": False, "note": "measured objective: needs the GPU"}
-            )
+            if verdict is None:  # one timing of tuned vs defaults answers every measured objective
+                verdict = runtime(entry.path, acf, kernel) if runtime else RuntimeVerdict(False, NO_GPU)
+            row.objectives.append(_runtime_row(name, verdict))
+            if verdict.worse:
+                worse.append(_runtime_text(name, verdict))
             continue
         t, b = tuned_m[name], base_m[name]
         if t is None or b is None:
@@ -183,13 +252,94 @@ def _check_entry(
         row.reason = "the compiler now makes other code; still no worse: " + _objective_text(row)
 
 
+def _compile_ptx(
+    acf: Any, kernel: Path, compiler: Compiler, row: CheckRow, tmp: Path, timeout: float
+) -> tuple[Any, Any] | None:
+    """(tuned, defaults) compiles of a PTX/CUDA entry; None with the row's status set when it fails."""
+    if acf.arch not in compiler.supported_archs():
+        row.status, row.reason = "unsupported arch", f"{compiler.info} does not support {acf.arch}"
+        return None
+    opts = tmp / "acf.opts"
+    opts.write_text(acf.options_file_text(), encoding="utf-8")
+    tuned = compiler.compile(
+        kernel, acf.arch, [], output=tmp / "tuned.cubin", options_file=opts, timeout=timeout
+    )
+    if not tuned.ok:
+        row.status, row.reason = "rejected", f"the compiler refuses the flags: {tuned.error}"
+        return None
+    base = compiler.compile(kernel, acf.arch, [], output=tmp / "base.cubin", timeout=timeout)
+    if not base.ok:
+        row.status, row.reason = "error", f"the kernel does not compile with the defaults: {base.error}"
+        return None
+    return tuned, base
+
+
+def _compile_triton(
+    acf: Any, kernel: Path, make_compiler: Callable[[Path], Any], row: CheckRow, tmp: Path, timeout: float
+) -> tuple[Any, Any] | None:
+    """(tuned, defaults) compiles of a Triton entry: its meta-parameters and flags, and the kernel's
+    baseline meta-parameters with no flags; None with the row's status set when it cannot be checked."""
+    from ciq_optuna.compilers.triton import triton_version
+
+    version, tuned_version = triton_version(), str(acf.triton.get("version", ""))
+    row.tuned_with = f"{row.tuned_with}, Triton {tuned_version}"
+    row.installed = f"Triton {version}"
+    if version != tuned_version:
+        row.status = "triton changed"
+        row.reason = f"tuned with Triton {tuned_version}; Triton here is {version}: re-tune it"
+        return None
+    try:
+        compiler = make_compiler(kernel)
+    except CiqError as exc:
+        if "ptxas" in str(exc) and acf.arch in str(exc):
+            row.status, row.reason = "unsupported arch", str(exc)
+        else:
+            row.status, row.reason = "error", str(exc)
+        return None
+    row.installed = f"{compiler.name} {compiler.info.version}, Triton {version}"
+    app = {**compiler.kernel.baseline_app(), **acf.application}
+    tuned = compiler.compile(
+        None, acf.arch, list(acf.flags), output=tmp / "tuned.cubin", timeout=timeout, app=app
+    )
+    if not tuned.ok:
+        row.status, row.reason = "rejected", f"Triton or ptxas refuses the tuning: {tuned.error}"
+        return None
+    base = compiler.compile(None, acf.arch, [], output=tmp / "base.cubin", timeout=timeout)
+    if not base.ok:
+        row.status, row.reason = "error", f"the kernel does not compile with its baseline: {base.error}"
+        return None
+    return tuned, base
+
+
+def _runtime_row(name: str, verdict: RuntimeVerdict) -> dict[str, Any]:
+    row: dict[str, Any] = {"name": name, "checked": verdict.checked, "runtime": True}
+    if verdict.note:
+        row["note"] = verdict.note
+    if verdict.tuned_ms is not None:
+        row.update(tuned_ms=verdict.tuned_ms, default_ms=verdict.baseline_ms, worse=verdict.worse)
+    return row
+
+
+def _runtime_text(name: str, verdict: RuntimeVerdict) -> str:
+    if verdict.tuned_ms is None:
+        return f"{name}: {verdict.note or 'not checked'}"
+    return f"{name}: runtime {verdict.tuned_ms:.4g} ms vs default {verdict.baseline_ms:.4g} ms"
+
+
 def _objective_text(row: CheckRow) -> str:
-    parts = [
-        f"{o['name']} {o['tuned']:g} vs default {o['default']:g}"
-        if o["checked"]
-        else f"{o['name']} not checked"
-        for o in row.objectives
-    ]
+    parts = []
+    for o in row.objectives:
+        if o.get("runtime"):
+            parts.append(
+                _runtime_text(
+                    o["name"],
+                    RuntimeVerdict(o["checked"], o.get("note", ""), o.get("default_ms"), o.get("tuned_ms")),
+                )
+            )
+        elif o["checked"]:
+            parts.append(f"{o['name']} {o['tuned']:g} vs default {o['default']:g}")
+        else:
+            parts.append(f"{o['name']} not checked")
     return ", ".join(parts)
 
 

@@ -9,6 +9,10 @@ Three views, all from real compiles of the kernel with the installed compiler:
   and what removing it from the winner costs. Values come from the study's screening and
   simplification trials when the study is reachable (``provenance`` of the ACF), else from a
   compile now (compile metrics only).
+
+A Triton ACF is explained the same way with the Triton compiler of its kernel: the baseline is the
+kernel's baseline meta-parameters with ptxas's defaults, the tuned binary its meta-parameters and
+flags, and each tuned meta-parameter (``BLOCK_N``, ``num_warps``...) gets a row like a control.
 """
 
 from __future__ import annotations
@@ -160,9 +164,10 @@ def explain(
             f"{acf.compiler} {acf.compiler_version}"
         )
     tool = binary_tool()
+    base_app, tuned_app = _apps(acf, compiler)
     with tempfile.TemporaryDirectory(prefix="ciq-explain-") as tmp:
-        base = _compile(compiler, kernel, acf.arch, [], Path(tmp) / "base.cubin", timeout)
-        tuned = _compile(compiler, kernel, acf.arch, acf.flags, Path(tmp) / "tuned.cubin", timeout)
+        base = _compile(compiler, kernel, acf.arch, [], Path(tmp) / "base.cubin", timeout, base_app)
+        tuned = _compile(compiler, kernel, acf.arch, acf.flags, Path(tmp) / "tuned.cubin", timeout, tuned_app)
         bm, tm = compile_metrics(base), compile_metrics(tuned)
         metrics = {n: (bm[n], tm[n]) for n in COMPILE_METRICS}
         sass = None
@@ -175,13 +180,62 @@ def explain(
     return Explanation(acf, str(compiler.info), metrics, sass, tool.name if tool else "", attributions, notes)
 
 
-def _compile(compiler: Compiler, kernel: Path, arch: str, flags: list[str], out: Path, timeout: float) -> Any:
-    res = compiler.compile(kernel, arch, flags, output=out, timeout=timeout)
+def _apps(acf: Acf, compiler: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(baseline, tuned) meta-parameters of a Triton ACF's kernel; (None, None) for PTX/CUDA."""
+    if not acf.triton:
+        return None, None
+    base = dict(compiler.kernel.baseline_app())
+    return base, {**base, **acf.application}
+
+
+def _compile(
+    compiler: Any,
+    kernel: Path,
+    arch: str,
+    flags: list[str],
+    out: Path,
+    timeout: float,
+    app: dict[str, Any] | None = None,
+) -> Any:
+    res = _compile_any(compiler, kernel, arch, flags, out, timeout, app)
     if not res.ok:
-        raise CiqError(
-            f"{kernel.name} does not compile with {' '.join(flags) or 'the defaults'}: {res.error}"
-        )
+        what = " ".join(flags) or "the defaults"
+        if app is not None:
+            what += " and " + ", ".join(f"{k}={v!r}" for k, v in app.items())
+        raise CiqError(f"{kernel.name} does not compile with {what}: {res.error}")
     return res
+
+
+def _compile_any(
+    compiler: Any, kernel: Path, arch: str, flags: list[str], out: Path, timeout: float, app: Any
+) -> Any:
+    if app is None:
+        return compiler.compile(kernel, arch, flags, output=out, timeout=timeout)
+    return compiler.compile(None, arch, flags, output=out, timeout=timeout, app=app)
+
+
+def compiler_for_acf(acf: Acf, kernel: str | Path, compiler_path: str | None = None) -> tuple[Path, Any]:
+    """(kernel file, compiler) to explain ``acf`` with: the ACF's compiler, or for a Triton ACF
+    the Triton compiler of its kernel (``path.py`` or ``path.py:name``) with Triton's ptxas for
+    the arch (or ``compiler_path``)."""
+    from ciq_optuna.compilers.base import get_compiler
+
+    if not acf.triton:
+        return Path(kernel), get_compiler(acf.compiler, compiler_path)
+    from ciq_optuna.compilers.triton import load_kernel, parse_ref, triton_version
+    from ciq_optuna.objectives.triton import triton_compiler
+
+    text = str(kernel)
+    path = parse_ref(text)[0] if ":" in Path(text).name else Path(text)
+    if not path.is_file():
+        raise CiqError(f"kernel not found: {path}")
+    version = triton_version()
+    if version != acf.triton.get("version"):
+        raise CiqError(
+            f"this ACF was tuned with Triton {acf.triton.get('version')}; Triton here is {version}"
+        )
+    tk = load_kernel(f"{path}:{acf.triton.get('kernel') or acf.kernel.get('name')}")
+    return path, triton_compiler(tk, acf.arch, compiler_path)
 
 
 def _attribute(
@@ -200,25 +254,41 @@ def _attribute(
         notes.append("the ACF's space file is not one this ciq-optuna has: no per-control attribution")
         return []
     winner = space.complete(acf.controls.get(space.name, {}))
-    by_flags = _study_values(study)
+    base_app, tuned_app = _apps(acf, compiler)
+    by_flags = _study_values(study, base_app)
     # the two compiles already made answer the commonest questions (a control alone is the winner,
     # removing the only control gives the baseline)
-    by_flags.setdefault((), (dict(base), -1))
-    by_flags.setdefault(tuple(acf.flags), (dict(tuned), -2))
+    by_flags.setdefault(_key([], base_app), (dict(base), -1))
+    by_flags.setdefault(_key(acf.flags, tuned_app), (dict(tuned), -2))
     objectives = [o["name"] for o in acf.objectives]
-    out = []
+    winner_flags = space.render(winner)
+    # (name, value, prerequisites, (flags, app) alone, (flags, app) removed from the winner)
+    changes: list[tuple[str, Any, dict[str, Any], Any, Any]] = []
+    for name, value in (tuned_app or {}).items():  # Triton meta-parameters
+        if base_app is not None and base_app.get(name) != value:
+            changes.append(
+                (
+                    name,
+                    value,
+                    {},
+                    ([], {**base_app, name: value}),
+                    (winner_flags, {**tuned_app, name: base_app[name]}),
+                )
+            )
     for name, value in space.passed(winner).items():
         alone_cfg, prerequisites = _alone(space, winner, name, value)
-        removed_cfg = without(space, winner, name)
+        alone = None if alone_cfg is None else (space.render(alone_cfg), base_app)
+        changes.append(
+            (name, value, prerequisites, alone, (space.render(without(space, winner, name)), tuned_app))
+        )
+    out = []
+    for name, value, prerequisites, alone, removed in changes:
         a = Attribution(name, value, prerequisites=prerequisites)
         sources = set()
-        for cfg, ref, target in (
-            (alone_cfg, base, a.alone),
-            (removed_cfg, tuned, a.removed),
-        ):
+        for cfg, ref, target in ((alone, base, a.alone), (removed, tuned, a.removed)):
             if cfg is None:
                 continue
-            values, src = _values_for(space.render(cfg), by_flags, compiler, kernel, acf.arch, tmp, timeout)
+            values, src = _values_for(cfg[0], cfg[1], by_flags, compiler, kernel, acf.arch, tmp, timeout)
             sources.add(src)
             for o in objectives:
                 v = values.get(o) if values else None
@@ -226,6 +296,11 @@ def _attribute(
         a.source = " + ".join(sorted(sources))
         out.append(a)
     return out
+
+
+def _key(flags: Any, app: Mapping[str, Any] | None) -> tuple:
+    """Lookup key of a configuration: its flags, and a Triton kernel's meta-parameters."""
+    return (tuple(flags), tuple(sorted((k, repr(v)) for k, v in (app or {}).items())))
 
 
 def _alone(
@@ -247,33 +322,39 @@ def _alone(
         return None, {}
 
 
-def _study_values(study: Any) -> dict[tuple[str, ...], tuple[dict[str, float], int]]:
-    """Metric values of the study's complete trials by their flags (screening, simplification, any)."""
+def _study_values(
+    study: Any, base_app: Mapping[str, Any] | None = None
+) -> dict[tuple, tuple[dict[str, float], int]]:
+    """Metric values of the study's complete trials by their flags (and a Triton kernel's
+    meta-parameters, read from the trial's parameters): screening, simplification, any."""
     if study is None:
         return {}
     import optuna
 
     from ciq_optuna.summary import trial_metrics
 
-    out: dict[tuple[str, ...], tuple[dict[str, float], int]] = {}
+    out: dict[tuple, tuple[dict[str, float], int]] = {}
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-        out.setdefault(tuple(t.user_attrs.get("flags", [])), (trial_metrics(t), t.number))
+        app = None if base_app is None else {k: t.params.get(k, v) for k, v in base_app.items()}
+        out.setdefault(_key(t.user_attrs.get("flags", []), app), (trial_metrics(t), t.number))
     return out
 
 
 def _values_for(
     flags: list[str],
-    by_flags: Mapping[tuple[str, ...], tuple[dict[str, float], int]],
+    app: dict[str, Any] | None,
+    by_flags: Mapping[tuple, tuple[dict[str, float], int]],
     compiler: Compiler,
     kernel: Path,
     arch: str,
     tmp: Path,
     timeout: float,
 ) -> tuple[dict[str, float] | None, str]:
-    if tuple(flags) in by_flags:
-        values, number = by_flags[tuple(flags)]
+    key = _key(flags, app)
+    if key in by_flags:
+        values, number = by_flags[key]
         return values, f"study trial {number}" if number >= 0 else "compiled now"
-    res = compiler.compile(kernel, arch, flags, output=tmp / "attr.cubin", timeout=timeout)
+    res = _compile_any(compiler, kernel, arch, flags, tmp / "attr.cubin", timeout, app)
     return (compile_metrics(res) if res.ok else None), "compiled now"
 
 
@@ -304,10 +385,17 @@ def format_explanation(ex: Explanation) -> str:
     lines = [
         f"ACF for {acf.kernel.get('name', '?')} on {acf.arch}, tuned with {acf.compiler} {acf.compiler_version}",
         f"flags: {' '.join(acf.flags) or '(none: the defaults won)'}",
+        *(
+            [f"meta-parameters: {', '.join(f'{k}={v!r}' for k, v in acf.application.items())}"]
+            if acf.triton
+            else []
+        ),
         f"compiled with {ex.compiler}",
         *[f"note: {n}" for n in ex.notes],
         "",
-        "ptxas -v metrics (baseline = compiler defaults):",
+        "ptxas -v metrics (baseline = compiler defaults"
+        + (", the kernel's baseline meta-parameters" if acf.triton else "")
+        + "):",
         _table(
             ["metric", "baseline", "tuned", "change"],
             [

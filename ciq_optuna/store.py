@@ -129,6 +129,20 @@ class Tuning:
         """Tuned application (e.g. Triton meta-) parameters, empty for compiler-only tunings."""
         return dict(self.acf.application)
 
+    @property
+    def triton(self) -> dict[str, Any]:
+        """A Triton kernel's config as tuned, empty for PTX/CUDA: ``constexprs`` (block sizes...),
+        ``options`` (``num_warps``, ``num_stages``...) and ``ptx_options`` (the flags as one string);
+        ``ciq_optuna.triton_acf.triton_config(tuning.acf)`` makes the ``triton.Config``."""
+        t = self.acf.triton
+        if not t:
+            return {}
+        return {
+            "constexprs": dict(t.get("constexprs", {})),
+            "options": dict(t.get("options", {})),
+            "ptx_options": str(t.get("ptx_options", "")),
+        }
+
 
 class Store:
     """A directory of ACFs (see the module docstring)."""
@@ -191,16 +205,33 @@ class Store:
             )
         return existing
 
-    def add(self, acf: Acf, *, kernel: str | Path | None = None, force: bool = False) -> Path:
+    def add(
+        self,
+        acf: Acf,
+        *,
+        kernel: str | Path | None = None,
+        force: bool = False,
+        launch: str | None = None,
+    ) -> Path:
         """Write ``acf`` into the store; returns its path.
 
         ``kernel`` (the kernel file) is recorded relative to the store root so ``check`` can
-        recompile it; its content must be the one the ACF was tuned for. An existing entry for
-        the same key is replaced only with ``force`` (its file is removed if its path differs).
+        recompile it; its content must be the one the ACF was tuned for. ``launch``
+        (``FILE.py:NAME``, a ``KernelLaunch`` or a function returning one) is recorded the same
+        way, so ``check`` can time a runtime objective on a GPU. An existing entry for the same
+        key is replaced only with ``force`` (its file is removed if its path differs).
         """
         key = StoreKey.of(acf)
+        if launch is not None:
+            file, sep, name = launch.rpartition(":")
+            if not sep or not file.endswith(".py") or not name.isidentifier():
+                raise StoreError(f"--launch {launch!r}: expected FILE.py:NAME")
+            if not Path(file).is_file():
+                raise StoreError(f"--launch: file not found: {file}")
+            rel = Path(os.path.relpath(Path(file).resolve(), self.root.resolve())).as_posix()
+            acf.kernel = dict(acf.kernel, launch=f"{rel}:{name}")
         if kernel is not None:
-            kernel = Path(kernel)
+            kernel = kernel_file(kernel)
             if _file_sha256(kernel) != key.kernel_sha256:
                 raise StoreError(f"{kernel} is not the kernel this ACF was tuned for (sha256 differs)")
             acf.kernel = dict(
@@ -227,6 +258,15 @@ class Store:
 def duplicate_message(key: StoreKey, entries: Sequence[Entry]) -> str:
     paths = ", ".join(str(e.path) for e in entries)
     return f"two entries for one key ({key.describe()}): {paths}; keep one"
+
+
+def kernel_file(kernel: str | Path) -> Path:
+    """The file of a kernel: ``path.py`` for a Triton kernel named ``path.py:name``, else the path."""
+    from ciq_optuna.compilers.triton import is_triton_ref, parse_ref
+
+    if is_triton_ref(kernel) and ":" in str(kernel):
+        return parse_ref(kernel)[0]
+    return Path(kernel)
 
 
 def kernel_stem(name: str, arch: str) -> str:
@@ -281,7 +321,7 @@ def lookup(
     *,
     store: str | Path | Store | None = None,
     objective: str | Sequence[str] | None = None,
-    variant: str = "",
+    variant: str | None = None,
 ) -> Tuning | None:
     """The tuned flags for ``kernel`` on ``arch`` with ``compiler``, or None: use the compiler defaults.
 
@@ -294,14 +334,26 @@ def lookup(
     must be at most one. Only an exact match counts: another kernel version, architecture,
     compiler version or variant gives None. Damaged files are skipped with a warning; two
     entries for the requested key raise StoreError.
+
+    A Triton kernel is named ``path.py:kernel_name`` (its file is imported): the variant is the
+    installed Triton's version, the kernel name and its fixed meta-parameters, and the compiler
+    (None or ``"ptxas"``) is the ptxas Triton runs for ``arch``; the :class:`Tuning` then
+    carries the Triton config too (``tuning.triton``, ``tuning.application``).
     """
-    if isinstance(kernel, bytes):
+    from ciq_optuna.compilers.triton import is_triton_ref
+
+    if not isinstance(kernel, bytes) and is_triton_ref(kernel):
+        sha, name, comp_name, comp_version, triton_variant = _triton_lookup_key(kernel, arch, compiler)
+        variant = triton_variant if variant is None else variant
+    elif isinstance(kernel, bytes):
         if compiler is None or (isinstance(compiler, str) and " " not in compiler.strip()):
             raise CiqError("lookup of kernel bytes needs the compiler as 'name version'")
         sha, name = hashlib.sha256(kernel).hexdigest(), "kernel"
+        comp_name, comp_version = _installed(name, compiler)
     else:
         sha, name = _file_sha256(Path(kernel)), Path(kernel).name
-    comp_name, comp_version = _installed(name, compiler)
+        comp_name, comp_version = _installed(name, compiler)
+    variant = variant or ""
     if store is None:
         env = os.environ.get(STORE_ENV)
         if not env:
@@ -334,6 +386,19 @@ def lookup(
     return Tuning(flags=list(found[0].acf.flags), path=found[0].path, acf=found[0].acf)
 
 
+def _triton_lookup_key(kernel: str | Path, arch: str, compiler: Any) -> tuple[str, str, str, str, str]:
+    """(file sha256, kernel name, compiler name, version, variant) of a Triton kernel as installed here."""
+    from ciq_optuna.compilers.triton import load_kernel, store_variant, triton_ptxas, triton_version
+
+    tk = load_kernel(kernel)
+    if compiler is None or compiler == "ptxas":
+        info = triton_ptxas(arch)
+        comp_name, comp_version = "ptxas", info.version
+    else:
+        comp_name, comp_version = _installed(tk.name, compiler)
+    return tk.file_sha256, tk.name, comp_name, comp_version, store_variant(tk, triton_version())
+
+
 def _objective_filter(objective: str | Sequence[str] | None) -> tuple[str, ...] | None:
     if objective is None:
         return None
@@ -363,19 +428,44 @@ def key_for_meta(meta: Mapping[str, Any]) -> StoreKey:
 def check_store(config: Any, meta: Mapping[str, Any]) -> StoreKey | None:
     """For ``tune --store``: the key the result will have; StoreError now (before any trial) if it
     cannot be written: several objectives, or an entry already there without ``--force``."""
+    pick = getattr(config, "pareto_pick", None)
     if getattr(config, "store", None) is None:
+        if pick is not None:
+            raise StoreError("--pareto-pick chooses the point --store writes; give --store DIR too")
         return None
-    if len(meta["metrics"]) > 1:
+    if len(meta["metrics"]) > 1 and pick is None:
         raise StoreError(
-            "--store takes one objective (a Pareto front has no single winner); write the point you "
-            "want with 'ciq-optuna acf from-study' and add it with 'ciq-optuna store add'"
+            "--store with several objectives needs --pareto-pick: 'first' (the front's first point, "
+            "best on the first objective, as in the tune summary) or a trial number"
         )
+    if pick is not None:
+        if len(meta["metrics"]) == 1:
+            raise StoreError("--pareto-pick is for several objectives; with one, --store writes the winner")
+        if pick != "first" and not pick.isdigit():
+            raise StoreError(f"--pareto-pick takes 'first' or a trial number, not {pick!r}")
     st = Store(config.store)
     if st.root.exists() and not st.root.is_dir():
         raise StoreError(f"store {st.root} is a file, not a directory")
     key = key_for_meta(meta)
     st.check_can_add(key, force=config.force)
     return key
+
+
+def picked_acf(config: Any, best: Sequence[Any], acf_paths: Sequence[Path]) -> Path:
+    """The ACF ``tune --store`` writes: the winner, or with several objectives the Pareto point
+    ``--pareto-pick`` names (``first``: the front's first point, as tune orders and prints it;
+    ``N``: trial N, which must be on the front). ``best`` and ``acf_paths`` are in the same order."""
+    pick = getattr(config, "pareto_pick", None)
+    if pick is None or pick == "first":
+        return acf_paths[0]
+    for trial, path in zip(best, acf_paths):
+        if trial.number == int(pick):
+            return path
+    points = ", ".join(str(t.number) for t in best)
+    raise StoreError(
+        f"trial {pick} is not on the Pareto front (its points are trials {points}); nothing stored: "
+        f"the study is saved; add a point's ACF with 'ciq-optuna store add'"
+    )
 
 
 def add_to_store(config: Any, acf_path: Path) -> Path:

@@ -361,7 +361,11 @@ def acf_for_trial(
         space={"spaces": [{k: v for k, v in s.items() if k != "path"} for s in meta["spaces"]]},
         objectives=objectives,
         metrics=metrics,
-        kernel={"name": meta["kernel"]["name"], "sha256": meta["kernel"]["sha256"]},
+        kernel={
+            "name": meta["kernel"]["name"],
+            "sha256": meta["kernel"]["sha256"],
+            **({"variant": meta["kernel"]["variant"]} if meta["kernel"].get("variant") else {}),
+        },
         binary={
             "code_sha256": trial.user_attrs.get("binary_hash"),
             "cubin_sha256": plain_cubin_sha256(objective, candidate, trial.user_attrs.get("binary_hash")),

@@ -41,7 +41,7 @@ from ciq_optuna.space.compiler_space import CompilerSpace
 from ciq_optuna.space.controls import parse_arch
 from ciq_optuna.space.files import find_space
 from ciq_optuna.space.search import Candidate, SearchSpace
-from ciq_optuna.store import add_to_store, check_store
+from ciq_optuna.store import add_to_store, check_store, picked_acf
 from ciq_optuna.study._optuna import storage_of, trial_id_of
 from ciq_optuna.study.budget import budget_status, gated_objective
 from ciq_optuna.study.leases import (
@@ -69,7 +69,7 @@ from ciq_optuna.summary import (
     secondary_warnings,
     summary_table,
 )
-from ciq_optuna.warm_start import find_warm_sources, run_warm_start, warm_count
+from ciq_optuna.warm_start import WARM_ATTR, find_warm_sources, run_warm_start, warm_count
 
 _log = logging.getLogger("ciq_optuna")
 
@@ -105,6 +105,7 @@ class TuneConfig:
     warm_from: list[Path] = field(default_factory=list)
     #: Optuna's log line per trial on stderr (``tune -v``); off by default.
     log_trials: bool = False
+    pareto_pick: str | None = None
 
 
 @dataclass
@@ -348,7 +349,12 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
             if remaining > 0 and warm:
                 tracked = _tracked(gated_objective(study, objective, config.trials), in_flight, progress)
                 ran = run_warm_start(
-                    study, objective.space.compilers, warm, tracked, warm_count(config, remaining)
+                    study,
+                    objective.space.compilers,
+                    warm,
+                    tracked,
+                    warm_count(config, remaining),
+                    app=objective.space.app.distributions(),
                 )
                 remaining -= ran
                 if ran:
@@ -380,7 +386,7 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
         ) from None
     result = finish(study, meta, objective, config, storage_shown)
     if store_key is not None:
-        result.store_path = add_to_store(config, result.acf_paths[0])
+        result.store_path = add_to_store(config, picked_acf(config, result.best, result.acf_paths))
     return result
 
 
@@ -523,17 +529,22 @@ def _run_screening(
     A search's first generation is random and rarely passes a single control; these candidates
     join generation 0 so that the most common single-flag wins are always seen. They run one at a
     time, like the baseline (queued trials race when several threads pick them up). Only on a
-    study that has not started its search. Returns how many trials ran.
+    study that has not started its search (the baseline and warm-start seeds are not the search:
+    after a warm start the screening still runs, without the configurations already tried).
+    Returns how many trials ran.
     """
-    if count <= 0 or any(not t.user_attrs.get("baseline") for t in study.get_trials(deepcopy=False)):
+    trials = study.get_trials(deepcopy=False)
+    if count <= 0 or any(not (t.user_attrs.get("baseline") or t.user_attrs.get(WARM_ATTR)) for t in trials):
         return 0
+    seen = {tuple(sorted(t.params.items())) for t in trials}
     candidates = []
     for space in objective.space.compilers:
         for config in space.one_change_configs():
             params = objective.space.baseline_params()
             for other in objective.space.compilers:
                 params.update(other.params_from_config(config if other is space else other.baseline()))
-            candidates.append(params)
+            if tuple(sorted(params.items())) not in seen:
+                candidates.append(params)
     return _run_enqueued(study, objective, budget, in_flight, progress, candidates[:count], "screening")
 
 
@@ -547,7 +558,8 @@ def _run_seeds(
 ) -> int:
     """Evaluate up to ``count`` corner seeds (integer controls at their ends, see ``extremes``)."""
     trials = study.get_trials(deepcopy=False)
-    if count <= 0 or any(not (t.user_attrs.get("baseline") or t.user_attrs.get("screening")) for t in trials):
+    marks = ("baseline", "screening", WARM_ATTR)
+    if count <= 0 or any(not any(t.user_attrs.get(m) for m in marks) for t in trials):
         return 0  # only before the search starts, as screening
     seen = {tuple(sorted(t.params.items())) for t in study.get_trials(deepcopy=False)}
     chosen = [p for p in extreme_seeds(objective.space) if tuple(sorted(p.items())) not in seen][:count]

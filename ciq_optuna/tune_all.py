@@ -7,7 +7,8 @@ The manifest is TOML; paths are relative to the manifest's directory::
     # storage = "postgresql://..."  optional; default as for tune (so workers can join)
 
     [[kernel]]
-    path = "stencil/stencil.{arch}.ptx"   # {arch} is replaced (PTX is per architecture)
+    path = "stencil/stencil.{arch}.ptx"   # {arch} is replaced (PTX is per architecture);
+                                          # a Triton kernel: "triton/rmsnorm.py:rmsnorm_kernel"
     archs = ["sm_80", "sm_90a"]
     minimize = ["registers"]              # one objective per tuning (a store key); or maximize
     trials = 48                           # optional, overrides the default
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ciq_optuna.compilers.base import compiler_for_source
+from ciq_optuna.compilers.triton import is_triton_ref
 from ciq_optuna.errors import CiqError, read_text
 from ciq_optuna.objectives.metrics import check_metric_names
 from ciq_optuna.store import Store, StoreKey, objective_names
@@ -147,6 +149,9 @@ def check_jobs(jobs: list[Job], compiler_path: str | None) -> dict[tuple[Path, s
     keys: dict[tuple[Path, str, str], StoreKey] = {}
     for job in jobs:
         where = f"{job.kernel.name} {job.arch}"
+        if is_triton_ref(job.kernel):
+            keys[(job.kernel, job.arch, job.objective)] = _triton_key(job, where, compiler_path)
+            continue
         check_metric_names(job.minimize + job.maximize)
         compiler = compiler_for_source(job.kernel, compiler_path)
         try:
@@ -155,16 +160,45 @@ def check_jobs(jobs: list[Job], compiler_path: str | None) -> dict[tuple[Path, s
             raise CiqError(f"{where}: {exc}") from None
         if not job.kernel.is_file():
             raise CiqError(f"manifest kernel not found: {job.kernel}")
-        objectives = [{"name": m, "direction": "minimize"} for m in job.minimize]
-        objectives += [{"name": m, "direction": "maximize"} for m in job.maximize]
         keys[(job.kernel, job.arch, job.objective)] = StoreKey(
             kernel_sha256=file_sha256(job.kernel),
             arch=job.arch,
             compiler=compiler.name,
             compiler_version=compiler.info.version,
-            objectives=objective_names(objectives),
+            objectives=_objective_names(job),
         )
     return keys
+
+
+def _objective_names(job: Job) -> tuple[str, ...]:
+    objectives = [{"name": m, "direction": "minimize"} for m in job.minimize]
+    objectives += [{"name": m, "direction": "maximize"} for m in job.maximize]
+    return objective_names(objectives)
+
+
+def _triton_key(job: Job, where: str, compiler_path: str | None) -> StoreKey:
+    """The store key of a Triton job (``path.py:kernel``): file sha256, Triton's ptxas for the
+    arch (or ``compiler_path``), the Triton version and fixed meta-parameters as the variant."""
+    from ciq_optuna.compilers.triton import load_kernel, parse_ref, store_variant, triton_version
+    from ciq_optuna.objectives.triton import RUNTIME_METRICS, triton_compiler
+
+    path, _ = parse_ref(job.kernel)
+    if not path.is_file():
+        raise CiqError(f"manifest kernel not found: {path}")
+    check_metric_names(job.minimize + job.maximize, RUNTIME_METRICS)
+    kernel = load_kernel(job.kernel)
+    try:
+        compiler = triton_compiler(kernel, job.arch, compiler_path)
+    except CiqError as exc:
+        raise CiqError(f"{where}: {exc}") from None
+    return StoreKey(
+        kernel_sha256=kernel.file_sha256,
+        arch=job.arch,
+        compiler=compiler.name,
+        compiler_version=compiler.info.version,
+        objectives=_objective_names(job),
+        variant=store_variant(kernel, triton_version()),
+    )
 
 
 def tune_all(
@@ -222,7 +256,10 @@ def tune_all(
 
 
 def _acf_path(job: Job) -> Path:
-    stem = job.kernel.stem.removesuffix(f".{job.arch}")
+    if is_triton_ref(job.kernel):
+        stem = str(job.kernel).rpartition(":")[2]
+    else:
+        stem = job.kernel.stem.removesuffix(f".{job.arch}")
     folder = Path(".ciq-optuna") / "tune-all"
     folder.mkdir(parents=True, exist_ok=True)
     return folder / f"{stem}.{job.arch}.{job.objective}.acf"

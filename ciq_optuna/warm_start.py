@@ -7,7 +7,7 @@ their controls into the current space (controls the space no longer has, or valu
 longer accepts, are dropped) and adds their neighbours: the winner without each of its
 controls, and each passed integer control one grid step up and down. :func:`run_warm_start`
 evaluates them right after the baseline, one at a time (user attribute ``warm_start``: the
-ACF it comes from).
+ACF it comes from); the tune's screening trials follow them, as in a cold tune.
 """
 
 from __future__ import annotations
@@ -17,6 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
 
 from ciq_optuna.acf import Acf, read_acf
 from ciq_optuna.errors import CiqError
@@ -122,33 +128,53 @@ def run_warm_start(
     sources: Sequence[tuple[Path, Acf]],
     objective: Callable[[optuna.Trial], Any],
     count: int,
+    app: Mapping[str, BaseDistribution] | None = None,
 ) -> int:
     """Enqueue and evaluate up to ``count`` warm-start candidates, one at a time; returns how many ran.
 
     Only on a study whose search has not started (nothing but the baseline), like screening.
-    ``spaces`` must be a single compiler space (one compiler command per study).
+    ``spaces`` must be a single compiler space (one compiler command per study). ``app``: the
+    study's application parameters (a Triton kernel's meta-parameters); each source's tuned
+    values that the distributions accept go with its candidates (the rest is sampled).
     """
     if count <= 0 or not sources or len(spaces) != 1:
         return 0
     if any(not t.user_attrs.get("baseline") for t in study.get_trials(deepcopy=False)):
         return 0
     space = spaces[0]
-    chosen: list[tuple[dict[str, Any], str]] = []
+    chosen: list[tuple[dict[str, Any], dict[str, Any], str]] = []
     seen: set[tuple] = set()
+    winners = set()
     for path, acf in sources:
-        for config in warm_configs(space, [acf]):
-            if _key(config) not in seen:
-                seen.add(_key(config))
-                chosen.append((config, str(path)))
+        values = app_values(acf, app or {})
+        winners.add((_key(translate(space, acf.controls.get(space.name, {}))), _key(values)))
+        configs = warm_configs(space, [acf])
+        if values and not configs:  # the defaults won the controls: the meta-parameters still count
+            configs = [space.baseline()]
+        for config in configs:
+            if (_key(config), _key(values)) not in seen:
+                seen.add((_key(config), _key(values)))
+                chosen.append((config, values, str(path)))
     # winners of every source before any neighbour
-    winners = {_key(translate(space, acf.controls.get(space.name, {}))) for _, acf in sources}
-    chosen.sort(key=lambda c: _key(c[0]) not in winners)
+    chosen.sort(key=lambda c: (_key(c[0]), _key(c[1])) not in winners)
     chosen = chosen[:count]
-    for config, path in chosen:
-        study.enqueue_trial(space.params_from_config(config), user_attrs={WARM_ATTR: path})
+    for config, values, path in chosen:
+        study.enqueue_trial({**values, **space.params_from_config(config)}, user_attrs={WARM_ATTR: path})
     if not chosen:
         return 0
     return len(run_queued(study, objective, len(chosen), catch=(TrialFailed,)))
+
+
+def app_values(acf: Acf, app: Mapping[str, BaseDistribution]) -> dict[str, Any]:
+    """The ACF's tuned application values (e.g. Triton meta-parameters) that ``app`` accepts."""
+    out = {}
+    for name, value in acf.application.items():
+        dist = app.get(name)
+        if isinstance(dist, CategoricalDistribution) and value in dist.choices:
+            out[name] = value
+        elif isinstance(dist, (IntDistribution, FloatDistribution)) and dist.low <= value <= dist.high:
+            out[name] = value
+    return out
 
 
 def explicit_sources(paths: Sequence[Path]) -> list[tuple[Path, Acf]]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from installed_ptxas import PTXAS_130, PTXAS_135
 
-from ciq_optuna.acf import Acf
+from ciq_optuna.acf import Acf, write_acf
 from ciq_optuna.cli import main
 from ciq_optuna.compilers.base import Ptxas
 from ciq_optuna.objectives.metrics import compile_metrics
@@ -154,3 +154,101 @@ def test_changed_binary_passes_with_allow_changed_binary(store: Path, capsys: py
     capsys.readouterr()
     assert main([*argv, "--allow-changed-binary"]) == 0
     assert "ok    changed binary" in capsys.readouterr().out
+
+
+def _gpu_present() -> bool:
+    from ciq_optuna.gpu.errors import GpuUnavailableError
+    from ciq_optuna.gpu.harness import import_cupy
+
+    try:
+        import_cupy()
+    except GpuUnavailableError:
+        return False
+    return True
+
+
+@pytest.fixture()
+def runtime_store(tmp_path: Path) -> tuple[Path, Path]:
+    """(store, launch file): one stencil entry whose objectives are registers and time_ms, added
+    with ``store add --launch`` (the launch file is never imported by the mocked-GPU tests)."""
+    kernel = tmp_path / "stencil.sm_80.ptx"
+    shutil.copy(ROOT / "examples" / "stencil" / kernel.name, kernel)
+    acf = tuned_acf(kernel, "sm_80", {"maxrregcount": 40}, "registers")
+    acf.objectives.append({"name": "time_ms", "direction": "minimize", "value": 1.0, "baseline": 1.1})
+    write_acf(tmp_path / "tuned.acf", acf)
+    launch = tmp_path / "stencil_launch.py"
+    launch.write_text("def stencil_launch():\n    raise RuntimeError('needs a GPU')\n")
+    store = tmp_path / "store"
+    argv = ["store", "add", str(tmp_path / "tuned.acf"), "--kernel", str(kernel), "--store", str(store)]
+    assert main([*argv, "--launch", f"{launch}:stencil_launch"]) == 0
+    return store, launch
+
+
+@pytest.mark.skipif(_gpu_present(), reason="checks the machine without a GPU")
+def test_check_runtime_without_gpu_is_not_checked_and_stale_only_when_required(
+    runtime_store: tuple[Path, Path], capsys: pytest.CaptureFixture
+) -> None:
+    store, _ = runtime_store
+    argv = ["check", str(store), "--compiler-path", str(PTXAS_130.path)]
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (row,) = doc["results"]
+    assert row["status"] == "reproduced" and not row["stale"] and doc["runtime_not_checked"] == 1
+    registers, time_ms = row["objectives"]
+    assert registers["checked"] and registers["name"] == "registers"
+    assert time_ms == {"name": "time_ms", "checked": False, "runtime": True, "note": "not checked: no GPU"}
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "time_ms: not checked: no GPU" in out[2]
+    assert out[-1] == "1 entry, 0 stale, 1 with a runtime objective not checked"
+    assert main([*argv, "--require-runtime"]) == 1
+    assert "runtime required" in capsys.readouterr().out
+
+
+class _MockedGpuMeasure:
+    """Stands in for GpuAcfMeasure (no GPU here): the tuning's and the defaults' times are given."""
+
+    created: list[dict] = []
+    candidate_ms = 1.0
+
+    def __init__(self, launch, source, **options) -> None:
+        self.created.append({"launch": launch, "source": Path(source), **options})
+
+    def __call__(self, acf_path):
+        from ciq_optuna.gpu.winners import Comparison
+
+        return Comparison(baseline=[1.0, 1.01, 0.99], candidate=[self.candidate_ms] * 3)
+
+
+@pytest.mark.parametrize("candidate_ms, status", [(1.2, "worse than default"), (0.8, "reproduced")])
+def test_check_runtime_mocked_gpu_compares_with_the_defaults(
+    runtime_store: tuple[Path, Path],
+    capsys: pytest.CaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    candidate_ms: float,
+    status: str,
+) -> None:
+    import ciq_optuna.gpu.check as gpu_check
+    import ciq_optuna.gpu.cli as gpu_cli
+    import ciq_optuna.gpu.validate as gpu_validate
+
+    store, launch = runtime_store
+    loaded: list[str] = []
+    monkeypatch.setattr(gpu_check, "import_cupy", lambda: None)  # mocked: a GPU is present
+    monkeypatch.setattr(gpu_cli, "load_launch", lambda spec: loaded.append(spec) or "launch-spec")
+    monkeypatch.setattr(_MockedGpuMeasure, "created", [])
+    monkeypatch.setattr(_MockedGpuMeasure, "candidate_ms", candidate_ms)
+    monkeypatch.setattr(gpu_validate, "GpuAcfMeasure", _MockedGpuMeasure)
+    code = main(["check", str(store), "--json", "--compiler-path", str(PTXAS_130.path), "--require-runtime"])
+    (row,) = json.loads(capsys.readouterr().out)["results"]
+    assert code == (1 if candidate_ms > 1.0 else 0)
+    assert row["status"] == status
+    # the launch the entry records, the entry's kernel and arch
+    assert loaded == [f"{launch.resolve()}:stencil_launch"]
+    (created,) = _MockedGpuMeasure.created
+    assert created["launch"] == "launch-spec" and created["source"].name == "stencil.sm_80.ptx"
+    assert created["arch"] == "sm_80"
+    time_ms = row["objectives"][1]
+    assert time_ms["checked"] and time_ms["tuned_ms"] == candidate_ms and time_ms["default_ms"] == 1.0
+    if status == "worse than default":
+        assert "time_ms: runtime 1.2 ms vs default 1 ms" in row["reason"]

@@ -165,5 +165,48 @@ def test_store_add_refuses_the_wrong_kernel_and_multi_objective_tunes(
         progress=False,
         store=store,
     )
-    with pytest.raises(StoreError, match="one objective"):
+    with pytest.raises(StoreError, match="several objectives needs --pareto-pick"):
         tune(config)
+
+
+def test_tune_store_with_several_objectives_stores_the_picked_pareto_point(
+    tuned: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    kernel, store = tuned
+    # registers against cubin size: a front of two points with this seed and budget
+    base = ["tune", str(kernel), "--arch", "sm_80", "--minimize", "registers", "--maximize", "cubin-size"]
+    base += ["--trials", "8"]
+    base += ["--seed", "1", "--compiler-path", str(PTXAS_130.path), "--storage", "sqlite:///multi.db"]
+    base += ["--store", str(store), "--quiet"]
+    before = {p: p.read_bytes() for p in Store(store).files()}
+    # bad input, before any trial: no pick, a bad pick, a pick without --store
+    for extra, message in (
+        ([], "needs --pareto-pick"),
+        (["--pareto-pick", "best"], "'first' or a trial number"),
+    ):
+        assert main(base + extra) == 2
+        assert message in capsys.readouterr().err
+    assert main(base[:-3] + ["--quiet", "--pareto-pick", "first"]) == 2
+    assert "give --store DIR too" in capsys.readouterr().err
+    assert not Path("multi.db").exists()
+
+    assert main(base + ["--pareto-pick", "first"]) == 0
+    out = capsys.readouterr().out
+    points = sorted(Path("stencil.sm_80.pareto").glob("trial-*.acf"), key=lambda p: int(p.stem[6:]))
+    first = out.split("the front's first point, trial ")[1].split(":")[0]
+    new = [e for e in Store(store).scan().entries if e.path not in before]
+    (entry,) = new
+    assert entry.key.objectives == ("min-registers", "max-cubin-size")
+    assert entry.acf.provenance["trial"] == int(first)
+    assert all(p.read_bytes() == b for p, b in before.items())  # the one-objective entry is untouched
+
+    # an explicit trial: not on the front -> one line, nothing replaced; on the front -> replaced (--force)
+    stored = entry.path.read_bytes()
+    assert main(base + ["--pareto-pick", "9999", "--force"]) == 2
+    assert "trial 9999 is not on the Pareto front" in capsys.readouterr().err
+    assert entry.path.read_bytes() == stored
+    other = next(p for p in points if int(p.stem[6:]) != int(first))
+    assert main(base + ["--pareto-pick", other.stem[6:], "--force"]) == 0
+    (entry,) = [e for e in Store(store).scan().entries if e.path not in before]
+    assert entry.acf.provenance["trial"] == int(other.stem[6:])
+    assert entry.acf.flags == read_acf(other).flags

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from ciq_optuna.cli.types import QUIET
+from ciq_optuna.cli.types import QUIET, positive_int
 from ciq_optuna.errors import CiqError
 from ciq_optuna.store import STORE_ENV, Store
 
@@ -22,8 +22,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "For every ACF of STORE, with the installed compiler: does it still apply (kernel unchanged, "
             "space known, flags accepted), does it still produce the recorded binary, is it still no "
-            "worse than the compiler defaults on its compile-metric objectives? Prints a table (or "
-            "JSON) and exits 1 if any entry is stale, 0 otherwise. Nothing is deleted."
+            "worse than the compiler defaults on its objectives (compile metrics compiled now; runtime "
+            "objectives timed on the GPU, else reported 'not checked: no GPU', not stale unless "
+            "--require-runtime)? Prints a table (or JSON) and exits 1 if any entry is stale, 0 "
+            "otherwise. Nothing is deleted."
         ),
     )
     p.add_argument("store", type=Path, nargs="?", help=f"the store directory (default ${STORE_ENV})")
@@ -34,11 +36,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="an entry whose code changed but is still no worse than the defaults is not stale",
     )
+    p.add_argument(
+        "--require-runtime",
+        action="store_true",
+        help="an entry with a runtime objective that could not be timed (no GPU, no launch) is stale",
+    )
+    p.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=100,
+        help="timed rounds of a runtime check (default %(default)s)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ciq_optuna.check import check_store, format_table  # lazy: keeps --help fast
+    from ciq_optuna.gpu.check import runtime_check
 
     root = args.store or os.environ.get(STORE_ENV)
     if not root:
@@ -48,15 +62,22 @@ def run(args: argparse.Namespace) -> int:
     quiet = args.json or args.verbosity == QUIET
     say = None if quiet else (lambda text: print(text, file=sys.stderr, flush=True))
     rows = check_store(
-        store, compiler_path=args.compiler_path, allow_changed_binary=args.allow_changed_binary, progress=say
+        store,
+        compiler_path=args.compiler_path,
+        allow_changed_binary=args.allow_changed_binary,
+        progress=say,
+        runtime=runtime_check(store.root, repeats=args.repeats, compiler_path=args.compiler_path),
+        require_runtime=args.require_runtime,
     )
     stale = sum(r.stale for r in rows)
+    unchecked = sum(r.runtime_not_checked for r in rows)
     if args.json:
         json.dump(
             {
                 "store": str(store.root),
                 "entries": len(rows),
                 "stale": stale,
+                "runtime_not_checked": unchecked,
                 "results": [r.to_dict() for r in rows],
             },
             sys.stdout,
@@ -65,5 +86,6 @@ def run(args: argparse.Namespace) -> int:
         print()
     else:
         print(format_table(rows))
-        print(f"{len(rows)} entr{'y' if len(rows) == 1 else 'ies'}, {stale} stale")
+        runtime = f", {unchecked} with a runtime objective not checked" if unchecked else ""
+        print(f"{len(rows)} entr{'y' if len(rows) == 1 else 'ies'}, {stale} stale{runtime}")
     return EXIT_STALE if stale else 0

@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from ciq_optuna.acf import read_acf
-from ciq_optuna.compilers.base import get_compiler
 from ciq_optuna.errors import CiqError
 
 
@@ -22,8 +21,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("acf", type=Path)
-    p.add_argument("--kernel", type=Path, help="the kernel (default: the path a store entry records)")
-    p.add_argument("--compiler-path", help="the ptxas/nvcc to compile with (default: located)")
+    p.add_argument(
+        "--kernel",
+        type=Path,
+        help="the kernel, path.py for a Triton ACF (default: the path a store entry records)",
+    )
+    p.add_argument(
+        "--compiler-path", help="the ptxas/nvcc to compile with (default: located; Triton: the ptxas it runs)"
+    )
     p.add_argument("--storage", help="where the ACF's study is (default: the storage the ACF records)")
     p.add_argument(
         "--no-study", action="store_true", help="compile every attribution instead of reading the study"
@@ -32,20 +37,28 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ciq_optuna.explain import explain, find_kernel, format_explanation, load_study_of  # lazy: --help
+    from ciq_optuna.explain import (  # lazy: --help
+        compiler_for_acf,
+        explain,
+        find_kernel,
+        format_explanation,
+        load_study_of,
+    )
+    from ciq_optuna.store import kernel_file
     from ciq_optuna.study.metadata import file_sha256
 
     acf = read_acf(args.acf)
     kernel = args.kernel or find_kernel(args.acf, acf)
     if kernel is None:
         raise CiqError(f"where is the kernel {acf.kernel.get('name', '')}? pass --kernel PATH")
-    if not Path(kernel).is_file():
-        raise CiqError(f"kernel not found: {kernel}")
-    if acf.kernel.get("sha256") and file_sha256(Path(kernel)) != acf.kernel["sha256"]:
-        raise CiqError(f"{kernel} is not the kernel this ACF was tuned for (sha256 differs)")
-    compiler = get_compiler(acf.compiler, args.compiler_path)
+    path = kernel_file(kernel)
+    if not path.is_file():
+        raise CiqError(f"kernel not found: {path}")
+    if acf.kernel.get("sha256") and file_sha256(path) != acf.kernel["sha256"]:
+        raise CiqError(f"{path} is not the kernel this ACF was tuned for (sha256 differs)")
+    path, compiler = compiler_for_acf(acf, path, args.compiler_path)
     study, why = (None, "--no-study") if args.no_study else load_study_of(acf, args.storage)
-    ex = explain(acf, Path(kernel), compiler, study=study)
+    ex = explain(acf, path, compiler, study=study)
     if study is None:
         ex.notes.append(f"study not used ({why}): attributions compiled now")
     print(format_explanation(ex))

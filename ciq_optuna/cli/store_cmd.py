@@ -22,7 +22,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     s = s_sub.add_parser("add", help="add an ACF (e.g. a Pareto point) to the store")
     s.add_argument("acf", type=Path)
-    s.add_argument("--kernel", type=Path, required=True, help="the kernel it was tuned for")
+    s.add_argument(
+        "--kernel",
+        type=Path,
+        required=True,
+        help="the kernel it was tuned for (a Triton kernel: path.py:name)",
+    )
+    s.add_argument(
+        "--launch",
+        metavar="FILE.py:NAME",
+        help="how to launch the kernel on a GPU (a KernelLaunch, as for validate), so that check can "
+        "time a runtime objective",
+    )
     _store_arg(s)
     s.add_argument("--force", action="store_true", help="replace an entry with the same key")
     s.set_defaults(func=_add)
@@ -34,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = s_sub.add_parser(
         "lookup", help="the flags for KERNEL on ARCH with the installed compiler, or 'none: use the defaults'"
     )
-    s.add_argument("kernel", type=Path)
+    s.add_argument("kernel", type=Path, help="the kernel file (a Triton kernel: path.py:name)")
     s.add_argument("--arch", required=True)
     s.add_argument("--compiler-path", help="the ptxas or nvcc the flags are for (default: located)")
     s.add_argument("--objective", help="the objective, when the store holds several for this kernel")
@@ -50,7 +61,7 @@ def store_of(args: argparse.Namespace) -> Store:
 
 
 def _add(args: argparse.Namespace) -> int:
-    path = store_of(args).add(read_acf(args.acf), kernel=args.kernel, force=args.force)
+    path = store_of(args).add(read_acf(args.acf), kernel=args.kernel, force=args.force, launch=args.launch)
     print(f"stored {path}")
     return 0
 
@@ -71,8 +82,15 @@ def _list(args: argparse.Namespace) -> int:
 
 def _lookup(args: argparse.Namespace) -> int:
     from ciq_optuna.compilers.base import compiler_for_source
+    from ciq_optuna.compilers.triton import is_triton_ref, triton_ptxas
 
-    compiler = compiler_for_source(args.kernel, args.compiler_path)
+    if is_triton_ref(args.kernel):  # path.py:kernel: the ptxas Triton runs (or --compiler-path)
+        compiler = None if args.compiler_path is None else triton_ptxas(args.arch, args.compiler_path)
+    else:
+        compiler = compiler_for_source(args.kernel, args.compiler_path)
     found = lookup(args.kernel, args.arch, compiler, store=store_of(args), objective=args.objective)
     print("none: use the defaults" if found is None else shlex.join(found.flags))
+    if found is not None and found.triton:
+        t = found.triton
+        print(f"triton: {' '.join(f'{k}={v!r}' for k, v in {**t['constexprs'], **t['options']}.items())}")
     return 0

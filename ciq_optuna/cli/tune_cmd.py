@@ -115,6 +115,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--force", action="store_true", help="replace the store's entry for this key")
     p.add_argument(
+        "--pareto-pick",
+        metavar="first|TRIAL",
+        help="with several objectives and --store: the Pareto point to store, 'first' (the front's "
+        "first point, best on the first objective, as the summary compares) or a trial number",
+    )
+    p.add_argument(
         "--warm-from",
         type=Path,
         action="append",
@@ -171,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
         force=args.force,
         warm_start=args.warm_start,
         warm_from=args.warm_from,
+        pareto_pick=args.pareto_pick,
     )
     result = tune(config)
     s = result.stats
@@ -215,14 +222,12 @@ def run(args: argparse.Namespace) -> int:
 def _explain(result, args: argparse.Namespace) -> None:
     """The explanation of the winner, with the study's trials at hand."""
     from ciq_optuna.acf import read_acf
-    from ciq_optuna.compilers.base import compiler_for_source
-    from ciq_optuna.explain import explain, format_explanation
+    from ciq_optuna.explain import compiler_for_acf, explain, format_explanation
 
-    compiler = compiler_for_source(args.kernel, args.compiler_path)
+    acf = read_acf(result.acf_paths[0])
+    kernel, compiler = compiler_for_acf(acf, args.kernel, args.compiler_path)
     print()
-    print(
-        format_explanation(explain(read_acf(result.acf_paths[0]), args.kernel, compiler, study=result.study))
-    )
+    print(format_explanation(explain(acf, kernel, compiler, study=result.study)))
 
 
 def apply_hint(acf: Path, kernel: Path, arch: str) -> str:

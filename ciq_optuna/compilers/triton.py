@@ -323,6 +323,14 @@ def _build_kernel(path: Path, name: str, fn: Any, spec: Mapping[str, Any]) -> Tr
     return kernel
 
 
+def store_variant(kernel: TritonKernel, version: str) -> str:
+    """The ``variant`` of a Triton kernel's ACF store key: Triton version, kernel name and the
+    fixed meta-parameters (``constants``), so a tuning is never used for another Triton or
+    another specialisation of the same file (the file's sha256 is the key's kernel hash)."""
+    fixed = " ".join(f"{k}={kernel.constants[k]!r}" for k in sorted(kernel.constants))
+    return f"triton {version} {kernel.name}" + (f" {fixed}" if fixed else "")
+
+
 def _empty_default() -> Any:
     import inspect
 
@@ -637,6 +645,7 @@ __all__ = [
     "load_kernel",
     "parse_ref",
     "ptx_options",
+    "store_variant",
     "triton_ptxas",
     "triton_version",
 ]

@@ -20,6 +20,7 @@ from ciq_optuna.compilers.triton import (
     capability,
     check_arch,
     load_kernel,
+    store_variant,
     triton_ptxas,
     triton_version,
 )
@@ -79,6 +80,7 @@ def triton_meta(kernel: TritonKernel, compiler: TritonCompiler) -> dict[str, Any
             "sha256": kernel.file_sha256,
             "name": kernel.name,
             "file": kernel.path.name,
+            "variant": store_variant(kernel, compiler.triton_version),
         },
         "triton": {
             "version": compiler.triton_version,
