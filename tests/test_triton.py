@@ -232,6 +232,18 @@ def test_triton_not_installed_is_one_line(workdir: Path) -> None:
     assert not (workdir / "ciq-optuna.db").exists()
 
 
+def test_python_dash_m_runs_a_triton_tune(workdir: Path) -> None:
+    """``python -m ciq_optuna.cli``: the isolated compiles re-import ``__main__`` and must not rerun the CLI."""
+    res = subprocess.run(
+        [sys.executable, "-m", "ciq_optuna.cli", "tune", RMSNORM, "--arch", "sm_80", "--minimize", "registers",
+         "--trials", "2", "--no-simplify", "-q"],
+        capture_output=True, text=True, timeout=300, cwd=workdir,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    assert (workdir / "rmsnorm_kernel.sm_80.acf").exists()
+
+
 def test_joint_tune_writes_an_acf_the_apply_helper_reproduces(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -4,4 +4,6 @@ import sys
 
 from ciq_optuna.cli import main
 
-sys.exit(main())
+# Guarded: the fork server that isolates compiles imports ``__main__`` again in its children.
+if __name__ == "__main__":
+    sys.exit(main())
