@@ -158,6 +158,7 @@ GENETIC_KNOBS = {
     "top": "_knn_top",
     "fw": "_fail_weight",
     "mixg": "_mix_gens",
+    "kc": "_knn_cands",
 }
 
 

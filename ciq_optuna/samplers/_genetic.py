@@ -50,6 +50,7 @@ _GAMMA = 0.15
 _KNN_TOP = 4
 _FAIL_WEIGHT = 0.0  # weight of the failure risk in the value-statistics score of "mix"
 _MIX_GENS = 8  # "mix" while fewer trials than this many generations finished, then "knn"
+_KNN_CANDS = 16  # children compared by "knn" alone (its distances cost the most per candidate)
 _CHILD_BATCH = 512  # children bred at once per elite (drawn from by later trials while it holds)
 # Binary-aware search: share of predicted repeats compiled anyway, so a wrong prediction is caught.
 _CHECK_RATE = 0.1
@@ -186,6 +187,7 @@ class GeneticSampler(BaseGASampler):
         self._knn_top = _KNN_TOP
         self._fail_weight = _FAIL_WEIGHT
         self._mix_gens = _MIX_GENS
+        self._knn_cands = _KNN_CANDS
         self._child_batches: dict[tuple, list] = {}
         self._counts: ValueCounts | None = None
         self._binary_attr = binary_attr
@@ -658,7 +660,7 @@ class GeneticSampler(BaseGASampler):
         last = None
         for attempt in range(6):
             if evolve and attempt < 4 and not explore:
-                cands = self._children(parents, self._n_candidates, strength=1.0 + attempt)
+                cands = self._children(parents, self._n_children(), strength=1.0 + attempt)
             elif explore and attempt < 5:
                 cands = self._random_genomes(_EXPLORE_CANDIDATES)
             else:
@@ -814,9 +816,20 @@ class GeneticSampler(BaseGASampler):
         contv = np.clip(np.where(contv > 1.0, 2.0 - contv, contv), 0.0, 1.0)
         return np.select([self._kind == 0, self._kind == 1], [ordv, catv], contv)
 
+    def _mixing(self) -> bool:
+        """Whether the value statistics pre-select the children (the first ``_mix_gens``
+        generations; then the nearest-neighbour model alone, which avoids failing regions better
+        once the elite has converged)."""
+        return self._surrogate != "knn" and self._n < self._mix_gens * (self.population_size or 1)
+
+    def _n_children(self) -> int:
+        """Fresh children to compare: many while the value statistics pre-select them, else
+        ``_knn_cands`` (the nearest-neighbour distances cost the most per candidate)."""
+        return self._n_candidates if self._mixing() else min(self._n_candidates, self._knn_cands)
+
     def _pick(self, cands: np.ndarray, order: np.ndarray) -> int:
         """Index of the candidate to run, by the surrogate ``_surrogate`` (see its constant)."""
-        if self._surrogate == "knn" or self._n >= self._mix_gens * (self.population_size or 1):
+        if not self._mixing():
             return int(np.argmin(self._knn_score(cands, order)))
         score = self._value_counts(order).score(cands)
         score = score + self._rng.uniform(0.0, 1e-6, len(score))
