@@ -152,7 +152,23 @@ GENETIC_KNOBS = {
     "epoch": "_epoch_gens",
     "eglobal": "_epoch_global",
     "explore": "_explore_share",
+    "cands": "_n_candidates",
+    "sur": "_surrogate",
+    "gamma": "_gamma",
+    "top": "_knn_top",
+    "fw": "_fail_weight",
+    "mixg": "_mix_gens",
+    "kc": "_knn_cands",
 }
+
+
+def _knob_value(value: str) -> int | float | str:
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
 
 
 def genetic_variant(name: str, seed: int) -> optuna.samplers.BaseSampler:
@@ -165,7 +181,7 @@ def genetic_variant(name: str, seed: int) -> optuna.samplers.BaseSampler:
         key, value = item.split("=")
         if key not in GENETIC_KNOBS:
             raise SystemExit(f"error: unknown GeneticSampler knob {key!r} (known: {', '.join(GENETIC_KNOBS)})")
-        setattr(sampler, GENETIC_KNOBS[key], float(value) if "." in value else int(value))
+        setattr(sampler, GENETIC_KNOBS[key], _knob_value(value))
     if sampler._stall_gens == 0:
         sampler._stall_gens = 10**9
     return sampler
@@ -395,11 +411,17 @@ def mo_table(rows: list[dict], budgets: Iterable[int] = BUDGETS) -> dict:
 
 
 def _load_rows(paths: list[str]) -> list[dict]:
+    """Rows of the result files; ``FILE#a,b`` keeps only the rows of samplers a and b (for
+    instance the Optuna samplers of a file whose GeneticSampler rows an older version made)."""
     rows = []
     for p in paths:
-        for line in _read_text(Path(p)).splitlines():
+        path, _, only = p.partition("#")
+        keep = set(only.split(",")) if only else None
+        for line in _read_text(Path(path)).splitlines():
             if line.strip():
-                rows.append(json.loads(line))
+                r = json.loads(line)
+                if keep is None or r["sampler"] in keep:
+                    rows.append(r)
     return rows
 
 
@@ -508,7 +530,7 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--objectives", type=int, default=1, choices=(1, 2))
     r.add_argument("--jobs", type=int, default=2)
     p = sub.add_parser("report", help="markdown tables from result files")
-    p.add_argument("--results", nargs="+", required=True)
+    p.add_argument("--results", nargs="+", required=True, help="result files (FILE#a,b: only samplers a, b)")
     p.add_argument("--timing", help="JSON-lines file written by the timing command")
     p.add_argument("--loo", help="candidate samplers separated by ';': leave-one-dataset-out choice")
     t = sub.add_parser("timing", help="sampler time per trial")

@@ -27,6 +27,7 @@ from ciq_optuna.samplers._optuna import (
     study_id_of,
     trial_id_of,
 )
+from ciq_optuna.samplers._surrogate import ValueCounts
 
 _LOG = logging.getLogger("ciq_optuna.samplers")
 
@@ -35,7 +36,7 @@ _KEY_ATTR = "GeneticSampler:key"
 #: The trial system attribute holding the configuration a trial claims (read by other workers).
 CLAIM_ATTR = _KEY_ATTR
 _POOL_ATTR = "GeneticSampler:pool_size"
-_N_CANDIDATES = 16
+_N_CANDIDATES = 64
 _CLAIM_TRIES = 8
 _MIN_FRESH = 6
 _NICHE_RADIUS = 1.0
@@ -48,6 +49,16 @@ _EPOCH_GENS = 4
 _EPOCH_GLOBAL = 0.75  # share of a restart epoch's children still bred from the global elite
 _EXPLORE_CANDIDATES = 256
 _EXPLORE_SHARE = 0.25  # share of a restart's first generation that explores
+# Surrogate that picks the child to run: "knn" (fitness of the nearest evaluated trials),
+# "tpe" (per-gene value statistics of the best _GAMMA of trials against the others) or "mix"
+# (the _KNN_TOP best candidates by value statistics, then the nearest-neighbour score).
+_SURROGATE = "mix"
+_GAMMA = 0.15
+_KNN_TOP = 4
+_FAIL_WEIGHT = 0.0  # weight of the failure risk in the value-statistics score of "mix"
+_MIX_GENS = 8  # "mix" while fewer trials than this many generations finished, then "knn"
+_KNN_CANDS = 16  # children compared by "knn" alone (its distances cost the most per candidate)
+_CHILD_BATCH = 512  # children bred at once per elite (drawn from by later trials while it holds)
 # Binary-aware search: share of predicted repeats compiled anyway, so a wrong prediction is caught.
 _CHECK_RATE = 0.1
 
@@ -67,10 +78,14 @@ class GeneticSampler(BaseGASampler):
     finished trials, each at least one gene-unit away from every better survivor (niching: one
     local optimum cannot fill the whole elite).  Two parents are chosen by binary tournament,
     crossed over (kind ``crossover``, probability ``crossover_prob``), then each gene mutates with
-    probability ``mutate_rate`` (at least one gene changes).  At least six unseen children are made
-    (mutation grows stronger while too few are unseen) and the one to run is picked by a cheap
-    model of the evaluated trials: the fitness rank of its three nearest evaluated neighbours
-    (failures rank worst) plus the highest failure rate among its gene values, so regions and
+    probability ``mutate_rate`` (at least one gene changes).  Up to 64 unseen children are taken
+    (bred 512 at a time per elite and handed out while the elite holds; mutation grows stronger
+    while fewer than six are unseen) and the one to run is picked by cheap models of the evaluated
+    trials.  In the first generations (``_MIX_GENS``) the four children whose gene values are most
+    typical of the best 15 % of the trials (per-gene value statistics against the other trials,
+    failures among them: a TPE-like density ratio, see ``_surrogate.py``) are kept; then, and
+    among all children later, the one whose three nearest evaluated neighbours rank best
+    (failures rank worst) plus the highest failure rate among its gene values wins, so regions and
     values that fail are learnt and avoided.  Parents come from all trials finished when the child
     is made (steady state), so parallel workers never wait for a generation to finish.
 
@@ -174,6 +189,14 @@ class GeneticSampler(BaseGASampler):
         self._epoch_gens = _EPOCH_GENS
         self._epoch_global = _EPOCH_GLOBAL
         self._explore_share = _EXPLORE_SHARE
+        self._surrogate = _SURROGATE
+        self._gamma = _GAMMA
+        self._knn_top = _KNN_TOP
+        self._fail_weight = _FAIL_WEIGHT
+        self._mix_gens = _MIX_GENS
+        self._knn_cands = _KNN_CANDS
+        self._child_batches: dict[tuple, list] = {}
+        self._counts: ValueCounts | None = None
         self._binary_attr = binary_attr
         self._check_rate = _CHECK_RATE
         self._avoid_repeats = False  # True: prefer children not predicted to repeat a binary
@@ -466,9 +489,16 @@ class GeneticSampler(BaseGASampler):
         first = last // pool + 1 + self._stall_gens
         return stalled, first + (generation - first) // self._epoch_gens * self._epoch_gens
 
-    def _explore_pick(self, cands: np.ndarray) -> int:
-        """Index of the candidate farthest from every evaluated trial, failure risk weighed in."""
+    def _explore_pick(self, cands: np.ndarray, order: np.ndarray) -> int:
+        """Index of the candidate farthest from every evaluated trial, failure risk weighed in.
+        Only the 16 candidates made of the least evaluated and least failure-prone values are
+        measured against the trials (the distances to a thousand trials would cost more than the
+        rest of a trial)."""
         n = self._n
+        if len(cands) > 16:
+            novel = (1.0 - self._value_counts(order).rarity(cands)) * (1.0 - self._fail_risk(cands))
+            best = np.argsort(-novel, kind="stable")[:16]
+            return int(best[self._explore_pick(cands[best], order)])
         idx = np.arange(max(0, n - 4 * _SURROGATE_WINDOW), n)
         near = self._distances(cands, idx).min(axis=1) if len(idx) else np.ones(len(cands))
         score = near * (1.0 - self._fail_risk(cands))
@@ -631,12 +661,13 @@ class GeneticSampler(BaseGASampler):
             elif start is not None and slot >= round(self._epoch_global * pool_size):
                 parents = order[self._num[order] >= start * pool_size]
                 explore = len(parents) < 2
-        pool: list[np.ndarray] = []
+        pool: list[np.ndarray] = []  # blocks of fresh candidate rows
+        n_fresh = 0
         seen: set[tuple] = set()
         last = None
         for attempt in range(6):
             if evolve and attempt < 4 and not explore:
-                cands = self._children(parents, self._n_candidates, strength=1.0 + attempt)
+                cands = self._children(parents, self._n_children(), strength=1.0 + attempt)
             elif explore and attempt < 5:
                 cands = self._random_genomes(_EXPLORE_CANDIDATES)
             else:
@@ -646,18 +677,23 @@ class GeneticSampler(BaseGASampler):
             cands[:, fixed_cols] = fixed_row[fixed_cols]
             cands = self._project(cands)
             last = cands
+            finished, running = taken.finished, taken.running
+            new = []
             for i, k in enumerate(_keys(cands)):
-                if k not in taken and k not in seen:
+                if k not in finished and k not in running and k not in seen:
                     seen.add(k)
-                    pool.append(cands[i])
-            if pool and (not evolve or len(pool) >= _MIN_FRESH or attempt >= 3):
+                    new.append(i)
+            if new:
+                pool.append(cands[new])
+                n_fresh += len(new)
+            if n_fresh and (not evolve or n_fresh >= _MIN_FRESH or attempt >= 3):
                 break
         if not pool:
             if fixed and last is not None:
                 # The user fixed these values (enqueue_trial): run them even if seen before.
                 return {**self._decode(last[0]), **fixed}, None
             return self._enumerate(taken), None
-        fresh = np.array(pool)
+        fresh = pool[0] if len(pool) == 1 else np.concatenate(pool)
         predicted: list[tuple[str, int] | None] = [None] * len(fresh)
         if self._binaries.active and not fixed:
             predicted = self._binaries.predict(fresh)
@@ -667,7 +703,7 @@ class GeneticSampler(BaseGASampler):
         if len(fresh) == 1 or not evolve:
             i = 0
         elif explore:
-            i = self._explore_pick(fresh)
+            i = self._explore_pick(fresh, order)
         else:
             i = self._pick(fresh, order)
         return self._decode(fresh[i]), predicted[i]
@@ -703,11 +739,27 @@ class GeneticSampler(BaseGASampler):
         return np.where(self._kind == _KINDS["cont"], u, np.floor(u * self._nval))
 
     def _children(self, order: np.ndarray, m: int, strength: float) -> np.ndarray:
-        """``m`` children of the survivors: tournament, crossover, mutation."""
-        rng = self._rng
+        """``m`` children of the survivors: tournament, crossover, mutation.
+
+        Children of one elite are independent draws, so they are bred ``_CHILD_BATCH`` at a time
+        and handed out to the following trials while the elite (and ``strength``) stays the same:
+        the cost of breeding is shared by many trials."""
         d = len(self._names)
         x = self._x[self._elite(order), :d]
-        k = len(x)
+        key = (x.tobytes(), d, strength)
+        batch = self._child_batches.get(key)
+        if batch is None or batch[1] + m > len(batch[0]):
+            if len(self._child_batches) >= 16:
+                self._child_batches.clear()
+            batch = self._child_batches[key] = [self._breed(x, max(m, _CHILD_BATCH), strength), 0]
+        start = batch[1]
+        batch[1] += m
+        return batch[0][start : start + m].copy()
+
+    def _breed(self, x: np.ndarray, m: int, strength: float) -> np.ndarray:
+        """``m`` children of the elite rows ``x`` (sorted best first)."""
+        rng = self._rng
+        k, d = x.shape
         pa = x[np.minimum(rng.randint(0, k, m), rng.randint(0, k, m))]  # rows sorted best first
         pb = x[np.minimum(rng.randint(0, k, m), rng.randint(0, k, m))]
         child = pa.copy()
@@ -771,8 +823,43 @@ class GeneticSampler(BaseGASampler):
         contv = np.clip(np.where(contv > 1.0, 2.0 - contv, contv), 0.0, 1.0)
         return np.select([self._kind == 0, self._kind == 1], [ordv, catv], contv)
 
+    def _mixing(self) -> bool:
+        """Whether the value statistics pre-select the children (the first ``_mix_gens``
+        generations; then the nearest-neighbour model alone, which avoids failing regions better
+        once the elite has converged)."""
+        return self._surrogate != "knn" and self._n < self._mix_gens * (self.population_size or 1)
+
+    def _n_children(self) -> int:
+        """Fresh children to compare: many while the value statistics pre-select them, else
+        ``_knn_cands`` (the nearest-neighbour distances cost the most per candidate)."""
+        return self._n_candidates if self._mixing() else min(self._n_candidates, self._knn_cands)
+
     def _pick(self, cands: np.ndarray, order: np.ndarray) -> int:
-        """Index of the candidate whose nearest evaluated trials are best (failures worst)."""
+        """Index of the candidate to run, by the surrogate ``_surrogate`` (see its constant)."""
+        if not self._mixing():
+            return int(np.argmin(self._knn_score(cands, order)))
+        score = self._value_counts(order).score(cands)
+        score = score + self._rng.uniform(0.0, 1e-6, len(score))
+        if self._surrogate == "tpe":
+            return int(np.argmin(score + self._fail_risk(cands)))
+        if self._fail_weight:
+            score = score + self._fail_weight * self._fail_risk(cands)
+        top = np.argsort(score, kind="stable")[: self._knn_top]
+        return int(top[np.argmin(self._knn_score(cands[top], order))])
+
+    def _value_counts(self, order: np.ndarray) -> ValueCounts:
+        """Value statistics of the best ``_gamma`` of the evaluated trials against the others
+        (failures among the others), brought up to date with the trials added since last time."""
+        n, d = self._n, len(self._names)
+        counts = self._counts
+        if counts is None or counts.rows is not self._x or counts.d != d or counts.n > n:
+            counts = self._counts = ValueCounts(self._kind, self._nval, self._x)
+        counts.update(self._x[counts.n : n, :d], order[: max(2, math.ceil(self._gamma * n))])
+        return counts
+
+    def _knn_score(self, cands: np.ndarray, order: np.ndarray) -> np.ndarray:
+        """Score of each candidate (lower is better): the fitness rank of its nearest evaluated
+        trials (failures worst) plus its failure risk."""
         n = self._n
         bad_all = np.ones(n)
         bad_all[order] = np.arange(len(order)) / max(1, len(order))
@@ -785,7 +872,7 @@ class GeneticSampler(BaseGASampler):
         near = np.argpartition(dist, k - 1, axis=1)[:, :k]
         w = 1.0 / (np.take_along_axis(dist, near, axis=1) + 1e-3)
         score = (bad[near] * w).sum(axis=1) / w.sum(axis=1) + self._fail_risk(cands)
-        return int(np.argmin(score + self._rng.uniform(0.0, 1e-6, len(score))))
+        return score + self._rng.uniform(0.0, 1e-6, len(score))
 
     def _distances(self, cands: np.ndarray, idx: np.ndarray) -> np.ndarray:
         """Distance of each candidate to each evaluated row in ``idx`` (sum of per-gene distances

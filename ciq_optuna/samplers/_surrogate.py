@@ -1,0 +1,79 @@
+"""Per-gene value statistics of good against other trials: a cheap surrogate for GeneticSampler.
+
+Each gene value is scored, TPE-like, by how much likelier it is among the best evaluated trials
+than among the others (failures count among the others), with a uniform prior of one trial per
+gene; a candidate's score is the sum of ``log(other density / good density)`` over its present
+genes (lower is more promising).  Counts are kept per table cell (gene, value) and updated with
+the trials added since the last call, so many candidate children can be compared for the cost of
+a table look-up each.  Continuous genes are counted in ``bins`` equal bins of their [0, 1] code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class ValueCounts:
+    """Value counts of evaluated genomes, per gene, for the good rows and for all rows.
+
+    ``rows`` is the genome matrix the counts were made from (kept to notice that the caller
+    replaced it); ``n`` is the number of its rows counted so far."""
+
+    __slots__ = ("sizes", "offsets", "bins", "cont", "rows", "d", "n", "cells_seen",
+                 "good", "total", "good_n", "total_n")
+
+    def __init__(self, kind: np.ndarray, nval: np.ndarray, rows: np.ndarray, bins: int = 8) -> None:
+        self.cont = kind == 2
+        self.bins = bins
+        self.sizes = np.where(self.cont, bins, np.maximum(nval, 1)).astype(np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
+        self.rows = rows
+        self.d = len(self.sizes)
+        self.n = 0
+        self.cells_seen = np.empty((0, self.d), dtype=np.int64)
+        size = int(self.sizes.sum())
+        self.good = np.zeros(size)
+        self.total = np.zeros(size)
+        self.good_n = np.zeros(self.d)
+        self.total_n = np.zeros(self.d)
+
+    def cells(self, codes: np.ndarray) -> np.ndarray:
+        """Flat table index of every gene value (-1 where the gene is absent)."""
+        c = np.nan_to_num(codes, nan=-1.0)
+        c = np.where(self.cont, np.minimum(c * self.bins, self.bins - 1), c).astype(np.int64)
+        c = np.minimum(c, self.sizes - 1)
+        return np.where(c >= 0, c + self.offsets, -1)
+
+    def update(self, new_rows: np.ndarray, good: np.ndarray) -> None:
+        """Count ``new_rows`` (the genomes evaluated since the last update) into the totals and
+        count the current good rows (indices into all rows counted) again."""
+        size = len(self.total)
+        if len(new_rows):
+            cells = self.cells(new_rows)
+            present = cells >= 0
+            self.total += np.bincount(cells[present], minlength=size)
+            self.total_n += present.sum(axis=0)
+            self.cells_seen = np.concatenate([self.cells_seen, cells])
+            self.n += len(new_rows)
+        g = self.cells_seen[good]
+        self.good = np.bincount(g[g >= 0], minlength=size).astype(float)
+        self.good_n = (g >= 0).sum(axis=0).astype(float)
+
+    def score(self, cands: np.ndarray) -> np.ndarray:
+        """Sum over present genes of log(density among the others / density among the good)."""
+        cells = self.cells(cands)
+        present = cells >= 0
+        idx = np.where(present, cells, 0)
+        prior = 1.0 / self.sizes
+        good = (self.good[idx] + prior) / (self.good_n + 1.0)
+        other = (self.total[idx] - self.good[idx] + prior) / (self.total_n - self.good_n + 1.0)
+        return np.where(present, np.log(other / good), 0.0).sum(axis=1)
+
+    def rarity(self, cands: np.ndarray) -> np.ndarray:
+        """Mean share of evaluated trials that hold each of the candidate's values (lower: a
+        less explored combination of values)."""
+        cells = self.cells(cands)
+        present = cells >= 0
+        idx = np.where(present, cells, 0)
+        share = self.total[idx] / np.maximum(1.0, self.total_n)
+        return np.where(present, share, 0.0).sum(axis=1) / np.maximum(1, present.sum(axis=1))
