@@ -48,6 +48,32 @@ def test_a_wrong_prediction_stops_the_prediction() -> None:
     assert _predict(m, [[0.0, 1.0, 1.0]])[0] == ("X", 3)
 
 
+def test_a_gene_inert_as_a_whole_is_learnt_and_a_wrong_check_gives_it_a_context() -> None:
+    m = BinaryModel()  # gene 0: context (0/1), gene 1: four choices, gene 2: another control
+    m.add(np.array([0.0, 0.0, 0.0]), "A", 0)
+    m.add(np.array([0.0, 1.0, 0.0]), "A", 1)
+    m.add(np.array([0.0, 2.0, 0.0]), "A", 2)
+    # two distinct inert changes and none that mattered: value 3, never compiled, is inert too,
+    # and in a context seen in those pairs the prediction is not "untested"
+    assert m.predict(np.array([[0.0, 3.0, 0.0]])) == [("A", 0, False)]
+    m.add(np.array([1.0, 0.0, 0.0]), "B", 3)
+    assert m.predict(np.array([[1.0, 2.0, 0.0]])) == [("B", 3, True)]  # a new context: check it
+    m.wrong_prediction(np.array([1.0, 2.0, 0.0]), 3)  # the check compiled to another binary
+    m.add(np.array([1.0, 2.0, 0.0]), "C", 4, predicted_from=3)
+    # gene 1 is now inert as a whole only where gene 0 is 0
+    got = _predict(m, [[0.0, 3.0, 0.0], [1.0, 3.0, 0.0], [1.0, 2.0, 0.0], [1.0, 1.0, 0.0]])
+    assert got == [("A", 0), None, ("C", 4), None]
+
+
+def test_ordered_genes_form_interval_classes() -> None:
+    m = BinaryModel()
+    m.set_ordered([True, False])
+    m.add(np.array([2.0, 0.0]), "A", 0)
+    m.add(np.array([8.0, 0.0]), "A", 1)  # e.g. two register caps above the kernel's need
+    m.add(np.array([1.0, 0.0]), "B", 2)
+    assert _predict(m, [[5.0, 0.0], [9.0, 0.0], [0.0, 0.0]]) == [("A", 0), None, None]
+
+
 def _objective(trial: optuna.Trial) -> float:
     a = trial.suggest_int("a", 0, 7)
     b = trial.suggest_categorical("b", ["x", "y", "z"])

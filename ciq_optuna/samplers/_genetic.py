@@ -44,7 +44,7 @@ _EXPLORE_SHARE = 0.25  # share of a restart's first generation that explores
 # Binary-aware search: share of predicted repeats compiled anyway, so a wrong prediction is caught.
 _CHECK_RATE = 0.1
 # ... and of those that stretch an inertness to a context not seen yet (BinaryModel.predict).
-_UNTESTED_CHECK_RATE = 0.5
+_UNTESTED_CHECK_RATE = 0.25
 
 
 class _Exhausted:
@@ -108,12 +108,15 @@ class GeneticSampler(BaseGASampler):
 
     Binary-aware search (compiler studies): when trials carry the user attribute ``binary_attr``
     (``binary_hash``, filled by ciq-optuna's compile objective), the sampler learns which gene
-    value changes left the binary unchanged (pairs of compiled trials that differ in one or two
-    genes and gave the same binary; a one-gene difference that changed the binary splits that
-    change off).  When the configuration it proposes can only give a binary already compiled,
-    it sets the trial's user attributes ``predicted_binary``, ``predicted_from`` (the number of
-    a trial that compiled it) and ``skip_compile`` (True, except for one prediction in ten,
-    compiled as a check; a check that gives another binary splits the value changes involved).
+    value changes left the binary unchanged (pairs of compiled trials that differ in a few genes
+    and gave the same binary; a one-gene difference that changed the binary splits that change
+    off), and which genes are inert as a whole, in which context (see
+    :class:`~ciq_optuna.samplers._binaries.BinaryModel`).  When the configuration it proposes can
+    only give a binary already compiled, it sets the trial's user attributes ``predicted_binary``,
+    ``predicted_from`` (the number of a trial that compiled it) and ``skip_compile`` (True, except
+    for one prediction in ten, and one in four of those that stretch an inertness to a context not
+    seen yet: these are compiled as checks; a check that gives another binary splits the changes
+    involved).
     An objective that honours ``skip_compile`` returns trial ``predicted_from``'s values without
     compiling and sets ``skipped_compile`` (such trials are not used as evidence).  Studies
     without the attribute behave exactly as before.
