@@ -289,13 +289,14 @@ class BinaryModel:
             for qs in [[q] for q in others] + [[a, b] for a in others for b in others if a < b]:
                 if best is not None and len(qs) > len(best[0]):
                     break
-                table: dict[tuple, bool] = {}
-                for setting, p in zip(map(tuple, rows[:, qs].tolist()), present[:, j], strict=True):
-                    if table.setdefault(setting, bool(p)) != p:
-                        break
-                else:
-                    if best is None or len(table) < len(best[1]):
-                        best = (qs, table)
+                settings, inverse = np.unique(rows[:, qs], axis=0, return_inverse=True)
+                inverse = inverse.reshape(-1)
+                on = np.bincount(inverse, weights=present[:, j], minlength=len(settings))
+                count = np.bincount(inverse, minlength=len(settings))
+                if ((on > 0) & (on < count)).any():
+                    continue  # these genes do not decide the presence
+                if best is None or len(settings) < len(best[1]):
+                    best = (qs, dict(zip(map(tuple, settings.tolist()), (on > 0).tolist(), strict=True)))
             if best is not None:
                 out.append((int(j), *best))
         return out
