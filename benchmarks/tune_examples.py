@@ -44,6 +44,7 @@ def main() -> None:
     parser.add_argument("--work", action="store_true", help="work-saved table, binary-aware vs not")
     parser.add_argument("--cases", default=",".join(map(str, range(len(CASES)))), help="--work: case indices")
     parser.add_argument("--seeds", type=int, default=1, help="--work: seeds from --seed on (medians over them)")
+    parser.add_argument("--audit", action="store_true", help="--work: compile the skipped trials afterwards")
     args = parser.parse_args()
     if args.work:
         work_table(args)
@@ -102,8 +103,9 @@ def work_table(args: argparse.Namespace) -> None:
         "| kernel | arch | objective | trials | sampler | seeds | compiles run | compiles skipped "
         "| predictions checked (wrong) | distinct binaries | best (median) | same best as unaware "
         "| compiles to reach the unaware best | wall s |"
+        + (" wrong skips (skipped trials compiled afterwards) |" if args.audit else "")
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if args.audit else ""))
     for kernel, arch, metrics in [CASES[int(i)] for i in args.cases.split(",")]:
         for budget in budgets:
             rows: dict[str, list[dict[str, Any]]] = {"binary-aware": [], "unaware": []}
@@ -123,10 +125,27 @@ def work_table(args: argparse.Namespace) -> None:
                             target = row["best"]
                         row["same_best"] = row["best"] <= target
                         row["to_target"] = _compiles_to(res.study, target)
+                    if args.audit and variant == "binary-aware":
+                        row["audit"] = _audit_skips(res.study, ROOT / "examples" / kernel / f"{kernel}.{arch}.ptx", arch)
                     rows[variant].append(row)
             for variant in ("binary-aware", "unaware"):
                 _work_row(kernel, arch, metrics, budget, variant, rows[variant])
     tune_module.make_sampler = make_sampler
+
+
+def _audit_skips(study: Any, kernel: Path, arch: str) -> tuple[int, int]:
+    """(skipped trials, of them wrong): each skipped trial compiled after the run with its
+    recorded flags, its code hash compared with the predicted one."""
+    from ciq_optuna.compilers import get_compiler
+
+    ptxas = get_compiler("ptxas")
+    skipped = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("skipped_compile")]
+    wrong = 0
+    for t in skipped:
+        with tempfile.TemporaryDirectory() as tmp:
+            res = ptxas.compile(kernel, arch, t.user_attrs["flags"], output=Path(tmp) / "out.cubin", timeout=120)
+        wrong += not res.ok or res.code_hash != t.user_attrs["predicted_binary"]
+    return len(skipped), wrong
 
 
 def _compiles_to(study: Any, target: float) -> float:
@@ -155,7 +174,8 @@ def _work_row(kernel: str, arch: str, metrics: list[str], budget: int, variant: 
         f"| {med(r['compiles_run'] for r in runs):g} | {med(r['compiles_skipped'] for r in runs):g} "
         f"({100 * share:.0f}%) | {sum(r['predictions_checked'] for r in runs)} "
         f"({sum(r['predictions_wrong'] for r in runs)}) | {med(r['distinct_binaries'] for r in runs):g} "
-        f"| {best} | {same} | {to_target} | {med(r['wall'] for r in runs):.0f} |",
+        f"| {best} | {same} | {to_target} | {med(r['wall'] for r in runs):.0f} |"
+        + (f" {sum(r['audit'][1] for r in runs)} of {sum(r['audit'][0] for r in runs)} |" if "audit" in runs[0] else ""),
         flush=True,
     )
 
