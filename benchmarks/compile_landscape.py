@@ -184,11 +184,31 @@ def replay_one(land: dict, variant: str, seed: int, budget: int) -> dict:
     return {"kernel": land["kernel"], "variant": variant, "seed": seed, "curve": curve, "wrong": wrong}
 
 
-def summarize(land: dict, runs: list[dict]) -> dict:
+def _best_at(run: dict, budget: int) -> float:
+    vals = [c["value"] for c in run["curve"][:budget] if c["compiled"] and c["value"] is not None]
+    return min(vals) if vals else float("inf")
+
+
+def _compiles_to(run: dict, budget: int, target: float) -> float:
+    """Compiles among the first ``budget`` trials until a compiled one reached ``target``."""
+    compiles = 0
+    for c in run["curve"][:budget]:
+        compiles += c["compiled"]
+        if c["compiled"] and c["value"] is not None and c["value"] <= target:
+            return compiles
+    return float("inf")
+
+
+def summarize(land: dict, runs: list[dict], reference: list[dict]) -> dict:
     """Best at each budget (median over seeds), share of seeds at the optimum, compiles skipped,
-    compiles needed to reach the optimum, distinct binaries, wrong predictions."""
+    compiles needed to reach the optimum and to reach the best of the ``reference`` (unaware)
+    run of the same seed at the same budget, distinct binaries, wrong predictions."""
     optimum = min(objective_value(land["kernel"], r) for r in land["configs"].values() if r["ok"])
     out: dict[str, Any] = {"optimum": optimum, "seeds": len(runs)}
+    for b in BUDGETS:
+        pairs = list(zip(runs, reference, strict=True))
+        out[f"to_ref_{b}"] = statistics.median(_compiles_to(r, b, _best_at(u, b)) for r, u in pairs)
+        out[f"same_{b}"] = sum(_best_at(r, b) <= _best_at(u, b) for r, u in pairs)
     for b in BUDGETS:
         bests, skipped, distinct = [], [], []
         for r in runs:
@@ -234,17 +254,22 @@ def cmd_replay(args: argparse.Namespace) -> None:
             file=sys.stderr,
             flush=True,
         )
-        for variant in args.variants.split(","):
-            runs = [replay_one(land, variant, seed, max(BUDGETS)) for seed in range(args.seeds)]
-            rows.append((kernel, variant, summarize(land, runs)))
+        variants = args.variants.split(",")
+        runs = {}
+        for variant in ["unaware", *[v for v in variants if v != "unaware"]]:
+            runs[variant] = [replay_one(land, variant, seed, max(BUDGETS)) for seed in range(args.seeds)]
             print(f"  {variant}: done", file=sys.stderr, flush=True)
+        for variant in variants:
+            rows.append((kernel, variant, summarize(land, runs[variant], runs["unaware"])))
     b1, b2, b3 = BUDGETS
     print(
         f"| kernel (objective; optimum) | variant | seeds | best at {b1} / {b2} / {b3} trials (median) "
         f"| seeds at the optimum at {b1} / {b2} / {b3} | compiles skipped at {b1} / {b2} / {b3} "
-        f"| distinct binaries at {b3} | compiles to the optimum (median; seeds reaching it) | wrong predictions |"
+        f"| distinct binaries at {b3} | compiles to the optimum (median; seeds reaching it) "
+        f"| same best as unaware at {b2} / {b3} | compiles to reach the unaware best at {b2} / {b3} (median) "
+        "| wrong predictions |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for kernel, variant, s in rows:
         best = " / ".join(f"{s[b]['best_median']:g}" for b in BUDGETS)
         at = " / ".join(f"{s[b]['at_optimum']:.2f}" for b in BUDGETS)
@@ -252,7 +277,8 @@ def cmd_replay(args: argparse.Namespace) -> None:
         print(
             f"| {kernel} ({OBJECTIVE[kernel]}; {s['optimum']:g}) | {variant} | {s['seeds']} | {best} | {at} | {sk} "
             f"| {s[b3]['distinct']:.1f} | {s['compiles_to_optimum_median']:g}; {s['reached']}/{s['seeds']} "
-            f"| {s['wrong']} |"
+            f"| {s[f'same_{b2}']}/{s['seeds']} / {s[f'same_{b3}']}/{s['seeds']} "
+            f"| {s[f'to_ref_{b2}']:g} / {s[f'to_ref_{b3}']:g} | {s['wrong']} |"
         )
 
 

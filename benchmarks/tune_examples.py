@@ -1,16 +1,19 @@
 """Tune every example kernel with the real ptxas (64 trials each) and print a Markdown table.
 
     python benchmarks/tune_examples.py [--trials 64] [--seed 0] > /tmp/tune_examples.md
-    python benchmarks/tune_examples.py --work   # compiles skipped, binary-aware vs not
+    python benchmarks/tune_examples.py --work --trials 64,128 --seeds 3 --cases 0,1,2,3,4,5
 
 Each run uses a fresh SQLite study in a temporary directory and the default GeneticSampler.
-``--work`` runs every case twice, with the default (binary-aware) sampler and with
-``GeneticSampler(binary_attr=None)``, and prints the work-saved table instead.
+``--work`` runs every case, budget and seed twice, with ``GeneticSampler(binary_attr=None)`` and
+with the default (binary-aware) sampler, and prints the work-saved table instead (medians over
+seeds; "compiles to reach the unaware best": compiled trials, in order, until one is as good as the
+best of the unaware run with the same seed and budget).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -36,14 +39,17 @@ CASES = [
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--trials", type=int, default=64)
+    parser.add_argument("--trials", default="64", help="trials (--work: budgets, comma-separated)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", action="store_true", help="work-saved table, binary-aware vs not")
     parser.add_argument("--cases", default=",".join(map(str, range(len(CASES)))), help="--work: case indices")
+    parser.add_argument("--seeds", type=int, default=1, help="--work: seeds from --seed on (medians over them)")
+    parser.add_argument("--audit", action="store_true", help="--work: compile the skipped trials afterwards")
     args = parser.parse_args()
     if args.work:
         work_table(args)
         return
+    args.trials = int(args.trials)
     print(
         "| kernel | arch | objective | trials (failed) | distinct binaries | de-duplicated | baseline | best "
         "| best flags | wall s |"
@@ -89,33 +95,89 @@ def _timed_tune(kernel: str, arch: str, metrics: list[str], args: argparse.Names
 
 
 def work_table(args: argparse.Namespace) -> None:
+    """Per case and budget, medians over seeds of the binary-aware and the unaware sampler run side
+    by side: compiles run and skipped, and the compiles each needed to reach the unaware run's best
+    (same seed; one objective only)."""
+    budgets = [int(b) for b in str(args.trials).split(",")]
     print(
-        "| kernel | arch | objective | sampler | trials | compiles run | compiles skipped | predictions "
-        "checked (wrong) | distinct binaries | best | wall s |"
+        "| kernel | arch | objective | trials | sampler | seeds | compiles run | compiles skipped "
+        "| predictions checked (wrong) | distinct binaries | best (median) | same best as unaware "
+        "| compiles to reach the unaware best | wall s |"
+        + (" wrong skips (skipped trials compiled afterwards) |" if args.audit else "")
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if args.audit else ""))
     for kernel, arch, metrics in [CASES[int(i)] for i in args.cases.split(",")]:
-        for variant in ("binary-aware", "unaware"):
-            if variant == "unaware":  # make_sampler drops None-valued knobs: build it directly
-                tune_module.make_sampler = lambda n, **kw: GeneticSampler(binary_attr=None, **kw)
-            else:
-                tune_module.make_sampler = make_sampler
-            res, wall = _timed_tune(kernel, arch, metrics, args)
-            w = res.stats["work_saved"]
-            if len(metrics) > 1:
-                best = f"{len(res.best)} Pareto points, first " + ", ".join(
-                    f"{v:g}" for v in sorted(t.values for t in res.best)[0]
-                )
-            else:
-                best = ", ".join(f"{v:g}" for v in res.best[0].values)
-            print(
-                f"| {kernel} | {arch} | {', '.join(metrics)} | {variant} | {w['trials']} | {w['compiles_run']} | "
-                f"{w['compiles_skipped']} ({100 * w['compiles_skipped'] / w['trials']:.0f}%) | "
-                f"{w['predictions_checked']} ({w['predictions_wrong']}) | {w['distinct_binaries']} | {best} | "
-                f"{wall:.0f} |",
-                flush=True,
-            )
+        for budget in budgets:
+            rows: dict[str, list[dict[str, Any]]] = {"binary-aware": [], "unaware": []}
+            for seed in range(args.seed, args.seed + args.seeds):
+                target = None
+                for variant in ("unaware", "binary-aware"):
+                    if variant == "unaware":  # make_sampler drops None-valued knobs: build it directly
+                        tune_module.make_sampler = lambda n, **kw: GeneticSampler(binary_attr=None, **kw)
+                    else:
+                        tune_module.make_sampler = make_sampler
+                    run_args = argparse.Namespace(trials=budget, seed=seed)
+                    res, wall = _timed_tune(kernel, arch, metrics, run_args)
+                    row = dict(res.stats["work_saved"], wall=wall)
+                    if len(metrics) == 1:
+                        row["best"] = res.best[0].values[0]
+                        if target is None:
+                            target = row["best"]
+                        row["same_best"] = row["best"] <= target
+                        row["to_target"] = _compiles_to(res.study, target)
+                    if args.audit and variant == "binary-aware":
+                        row["audit"] = _audit_skips(res.study, ROOT / "examples" / kernel / f"{kernel}.{arch}.ptx", arch)
+                    rows[variant].append(row)
+            for variant in ("binary-aware", "unaware"):
+                _work_row(kernel, arch, metrics, budget, variant, rows[variant])
     tune_module.make_sampler = make_sampler
+
+
+def _audit_skips(study: Any, kernel: Path, arch: str) -> tuple[int, int]:
+    """(skipped trials, of them wrong): each skipped trial compiled after the run with its
+    recorded flags, its code hash compared with the predicted one."""
+    from ciq_optuna.compilers import get_compiler
+
+    ptxas = get_compiler("ptxas")
+    skipped = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("skipped_compile")]
+    wrong = 0
+    for t in skipped:
+        with tempfile.TemporaryDirectory() as tmp:
+            res = ptxas.compile(kernel, arch, t.user_attrs["flags"], output=Path(tmp) / "out.cubin", timeout=120)
+        wrong += not res.ok or res.code_hash != t.user_attrs["predicted_binary"]
+    return len(skipped), wrong
+
+
+def _compiles_to(study: Any, target: float) -> float:
+    """Compiles run until a compiled trial reached ``target`` (inf if none did)."""
+    compiles = 0
+    for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
+        if t.user_attrs.get("skipped_compile") or "flags" not in t.user_attrs:
+            continue
+        compiles += 1
+        if t.values is not None and t.values[0] <= target:
+            return compiles
+    return float("inf")
+
+
+def _work_row(kernel: str, arch: str, metrics: list[str], budget: int, variant: str, runs: list[dict]) -> None:
+    med = statistics.median
+    share = med(r["compiles_skipped"] / r["trials"] for r in runs)
+    if len(metrics) == 1:
+        best = f"{med(r['best'] for r in runs):g}"
+        same = f"{sum(r['same_best'] for r in runs)}/{len(runs)}"
+        to_target = f"{med(r['to_target'] for r in runs):g}"
+    else:
+        best = same = to_target = "-"
+    print(
+        f"| {kernel} | {arch} | {', '.join(metrics)} | {budget} | {variant} | {len(runs)} "
+        f"| {med(r['compiles_run'] for r in runs):g} | {med(r['compiles_skipped'] for r in runs):g} "
+        f"({100 * share:.0f}%) | {sum(r['predictions_checked'] for r in runs)} "
+        f"({sum(r['predictions_wrong'] for r in runs)}) | {med(r['distinct_binaries'] for r in runs):g} "
+        f"| {best} | {same} | {to_target} | {med(r['wall'] for r in runs):.0f} |"
+        + (f" {sum(r['audit'][1] for r in runs)} of {sum(r['audit'][0] for r in runs)} |" if "audit" in runs[0] else ""),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

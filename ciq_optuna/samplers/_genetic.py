@@ -61,6 +61,8 @@ _KNN_CANDS = 16  # children compared by "knn" alone (its distances cost the most
 _CHILD_BATCH = 512  # children bred at once per elite (drawn from by later trials while it holds)
 # Binary-aware search: share of predicted repeats compiled anyway, so a wrong prediction is caught.
 _CHECK_RATE = 0.1
+# ... and of those that stretch an inertness to a context not seen yet (BinaryModel.predict).
+_UNTESTED_CHECK_RATE = 0.25
 
 
 class _Exhausted:
@@ -128,12 +130,15 @@ class GeneticSampler(BaseGASampler):
 
     Binary-aware search (compiler studies): when trials carry the user attribute ``binary_attr``
     (``binary_hash``, filled by ciq-optuna's compile objective), the sampler learns which gene
-    value changes left the binary unchanged (pairs of compiled trials that differ in one or two
-    genes and gave the same binary; a one-gene difference that changed the binary splits that
-    change off).  When the configuration it proposes can only give a binary already compiled,
-    it sets the trial's user attributes ``predicted_binary``, ``predicted_from`` (the number of
-    a trial that compiled it) and ``skip_compile`` (True, except for one prediction in ten,
-    compiled as a check; a check that gives another binary splits the value changes involved).
+    value changes left the binary unchanged (pairs of compiled trials that differ in a few genes
+    and gave the same binary; a one-gene difference that changed the binary splits that change
+    off), and which genes are inert as a whole, in which context (see
+    :class:`~ciq_optuna.samplers._binaries.BinaryModel`).  When the configuration it proposes can
+    only give a binary already compiled, it sets the trial's user attributes ``predicted_binary``,
+    ``predicted_from`` (the number of a trial that compiled it) and ``skip_compile`` (True, except
+    for one prediction in ten, and one in four of those that stretch an inertness to a context not
+    seen yet: these are compiled as checks; a check that gives another binary splits the changes
+    involved).
     An objective that honours ``skip_compile`` returns trial ``predicted_from``'s values without
     compiling and sets ``skipped_compile`` (such trials are not used as evidence).  Studies
     without the attribute behave exactly as before.
@@ -199,6 +204,7 @@ class GeneticSampler(BaseGASampler):
         self._counts: ValueCounts | None = None
         self._binary_attr = binary_attr
         self._check_rate = _CHECK_RATE
+        self._untested_check_rate = _UNTESTED_CHECK_RATE
         self._avoid_repeats = False  # True: prefer children not predicted to repeat a binary
         self._lock = threading.RLock()
         self._plans: dict[int, dict[str, Any] | _Exhausted] = {}
@@ -333,10 +339,12 @@ class GeneticSampler(BaseGASampler):
         if t.state != TrialState.COMPLETE or not isinstance(binary, str) or attrs.get("skipped_compile"):
             return
         row = self._x[self._n - 1, : len(self._names)]
+        self._binaries.set_ordered([self._genes[name].kind != "cat" for name in self._names])
         predicted = attrs.get("predicted_binary")
-        if predicted is not None and predicted != binary and "predicted_from" in attrs:
-            self._binaries.wrong_prediction(row, int(attrs["predicted_from"]))
-        self._binaries.add(row, binary, t.number)
+        source = int(attrs["predicted_from"]) if predicted is not None and "predicted_from" in attrs else None
+        if source is not None and predicted != binary:
+            self._binaries.wrong_prediction(row, source)
+        self._binaries.add(row, binary, t.number, predicted_from=source)
 
     def _tables(self) -> None:
         """Per-gene arrays used by the vectorised operators."""
@@ -571,13 +579,13 @@ class GeneticSampler(BaseGASampler):
             if prediction is not None:
                 self._announce(study, trial, prediction)
 
-    def _announce(self, study: Study, trial: FrozenTrial, prediction: tuple[str, int]) -> None:
+    def _announce(self, study: Study, trial: FrozenTrial, prediction: tuple[str, int, bool]) -> None:
         """Tell the objective that this trial's binary is predicted to be one already compiled:
         user attributes ``predicted_binary``, ``predicted_from`` (that trial's number) and
         ``skip_compile`` (True unless this trial is one of the rare checks of a prediction).
         An objective that knows the hook reuses that trial's values instead of compiling."""
-        binary, number = prediction
-        skip = bool(self._rng.rand() >= self._check_rate)
+        binary, number, untested = prediction
+        skip = bool(self._rng.rand() >= (self._untested_check_rate if untested else self._check_rate))
         for key, value in (("predicted_binary", binary), ("predicted_from", number), ("skip_compile", skip)):
             storage_of(study).set_trial_user_attr(trial_id_of(trial), key, value)
             # The trial object Optuna passes here is the one ``optuna.Trial.user_attrs`` reads.
@@ -642,7 +650,7 @@ class GeneticSampler(BaseGASampler):
 
     def _plan(
         self, number: int, pool_size: int, fixed: dict[str, Any], taken: _Taken
-    ) -> tuple[dict[str, Any] | _Exhausted, tuple[str, int] | None]:
+    ) -> tuple[dict[str, Any] | _Exhausted, tuple[str, int, bool] | None]:
         """The next configuration: a fresh random one in generation 0, else the most promising of
         several fresh children (stronger mutation and random ones join when few are fresh); in a
         restart (see :meth:`stagnation`) explorers or children of the restart's elite.  Second:
@@ -694,7 +702,7 @@ class GeneticSampler(BaseGASampler):
                 return {**self._decode(last[0]), **fixed}, None
             return self._enumerate(taken), None
         fresh = pool[0] if len(pool) == 1 else np.concatenate(pool)
-        predicted: list[tuple[str, int] | None] = [None] * len(fresh)
+        predicted: list[tuple[str, int, bool] | None] = [None] * len(fresh)
         if self._binaries.active and not fixed:
             predicted = self._binaries.predict(fresh)
             new = [i for i, p in enumerate(predicted) if p is None]
