@@ -124,6 +124,7 @@ class BatchedStorage(_CachedStorage):
         self._holes: dict[int, int] = {}  # numbers not read yet per study (no O(n) scan for them)
         self._last_stale_check: dict[int, float] = {}
         self._beaten: dict[int, float] = {}  # monotonic time of the last heartbeat of an open trial
+        self._unfinished_numbers: dict[int, set[int]] = {}  # per study: numbers of unfinished trials
 
     def _db(self, call: Any) -> Any:
         """``call()`` through the backend's retry during a database outage, when it has one."""
@@ -331,7 +332,12 @@ class BatchedStorage(_CachedStorage):
         super()._add_trials_to_cache(study_id, trials)
         listed = self._by_number.setdefault(study_id, [])
         holes = self._holes.get(study_id, 0)
+        unfinished = self._unfinished_numbers.setdefault(study_id, set())
         for trial in trials:
+            if trial.state.is_finished():
+                unfinished.discard(trial.number)
+            else:
+                unfinished.add(trial.number)
             if len(listed) <= trial.number:
                 holes += trial.number - len(listed)
                 listed.extend([None] * (trial.number - len(listed)))  # type: ignore[list-item]
@@ -371,18 +377,27 @@ class BatchedStorage(_CachedStorage):
     ) -> list[FrozenTrial]:
         self._read_trials_from_remote_storage(study_id)
         with self._lock:
-            trials = list(self._by_number.get(study_id, ()))
-            for pending in self._open.values():
-                n = pending.trial.number
-                if (
-                    n < len(trials)
-                    and trials[n] is not None
-                    and trials[n]._trial_id == pending.trial._trial_id
-                ):
-                    if not trials[n].state.is_finished():
-                        trials[n] = pending.trial
-            if self._holes.get(study_id):  # numbers not read yet (another process is creating them)
-                trials = [t for t in trials if t is not None]
+            listed = self._by_number.get(study_id, [])
+            if states is not None and _only_unfinished(states):  # e.g. Optuna's look for WAITING
+                trials = [listed[n] for n in sorted(self._unfinished_numbers.get(study_id, ()))]
+                own = {p.trial.number: p.trial for p in self._open.values()}
+                for i, t in enumerate(trials):
+                    mine = own.get(t.number)
+                    if mine is not None and mine._trial_id == t._trial_id and not t.state.is_finished():
+                        trials[i] = mine
+            else:
+                trials = list(listed)
+                for pending in self._open.values():
+                    n = pending.trial.number
+                    if (
+                        n < len(trials)
+                        and trials[n] is not None
+                        and trials[n]._trial_id == pending.trial._trial_id
+                    ):
+                        if not trials[n].state.is_finished():
+                            trials[n] = pending.trial
+                if self._holes.get(study_id):  # numbers not read yet (another process is creating them)
+                    trials = [t for t in trials if t is not None]
             if states is not None:
                 trials = [t for t in trials if t.state in states]
             return copy.deepcopy(trials) if deepcopy else trials
@@ -465,6 +480,14 @@ def _sql(backend: RDBStorage) -> _Sql:
     if dialect not in _SQL:
         _SQL[dialect] = _Sql(dialect)
     return _SQL[dialect]
+
+
+def _only_unfinished(states: Container[TrialState]) -> bool:
+    """Whether ``states`` names unfinished states only (then finished trials need no look)."""
+    try:
+        return all(not TrialState(state).is_finished() for state in states)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        return False
 
 
 def _count_and_last_id(backend: RDBStorage, study_id: int) -> tuple[int, int | None]:
