@@ -351,8 +351,11 @@ class BatchedStorage(_CachedStorage):
         """Read the trials that changed, unless one light query shows that nothing did.
 
         When every unfinished trial known is one this process runs, the study changed elsewhere
-        only if it has a new trial: ``count`` and ``max(trial_id)`` of the study tell (one light
-        query instead of the full read of the changed trials, i.e. O(1) for a single process).
+        only if it has a new trial: ``max(trial_id)`` of the study tells (one index look-up
+        instead of the full read of the changed trials, i.e. O(1) for a single process). Trial ids
+        of a study grow in commit order: every trial is created with the study's row locked
+        (``SELECT ... FOR UPDATE``; SQLite serialises all writes), so a trial committed later
+        never has a lower id than one already seen.
         """
         with self._lock:
             study = self._studies.get(study_id)
@@ -364,8 +367,8 @@ class BatchedStorage(_CachedStorage):
                 and study.unfinished_trial_ids <= self._open.keys()
             )
             if quiet:
-                known = (len(listed), listed[-1]._trial_id)
-        if quiet and self._db(lambda: _count_and_last_id(self._backend, study_id)) == known:
+                known = listed[-1]._trial_id
+        if quiet and self._db(lambda: _last_trial_id(self._backend, study_id)) == known:
             return
         super()._read_trials_from_remote_storage(study_id)
 
@@ -422,9 +425,7 @@ class _Sql:
         studies, trials = models.StudyModel.__table__, models.TrialModel.__table__
         params = models.TrialParamModel.__table__
         sid, tid = sa.bindparam("sid"), sa.bindparam("tid")
-        self.count_and_last = sa.select(sa.func.count(trials.c.trial_id), sa.func.max(trials.c.trial_id)).where(
-            trials.c.study_id == sid
-        )
+        self.last_id = sa.select(sa.func.max(trials.c.trial_id)).where(trials.c.study_id == sid)
         self.lock_study = sa.select(studies.c.study_id).where(studies.c.study_id == sid).with_for_update()
         self.new_trial = sa.insert(trials)
         self.count_before = sa.select(sa.func.count(trials.c.trial_id)).where(
@@ -490,14 +491,13 @@ def _only_unfinished(states: Container[TrialState]) -> bool:
         return False
 
 
-def _count_and_last_id(backend: RDBStorage, study_id: int) -> tuple[int, int | None]:
-    """Number of trials of a study and its highest trial id, in one query (PostgreSQL: outside a
-    transaction, which spares the BEGIN and ROLLBACK round trips of a read)."""
+def _last_trial_id(backend: RDBStorage, study_id: int) -> int | None:
+    """The highest trial id of a study (an index look-up, whatever the size of the study;
+    PostgreSQL: outside a transaction, which spares the BEGIN and ROLLBACK round trips)."""
     with backend.engine.connect() as conn:
         if conn.dialect.name == "postgresql":
             conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-        count, last = conn.execute(_sql(backend).count_and_last, {"sid": study_id}).one()
-    return int(count), last
+        return conn.execute(_sql(backend).last_id, {"sid": study_id}).scalar()
 
 
 def create_running_trial(backend: RDBStorage, study_id: int, beat: bool) -> FrozenTrial:
