@@ -1,9 +1,10 @@
 """Framework overhead per trial of ``ciq-optuna tune``: ptxas alone vs tune, interleaved, per storage.
 
-    nice -n 10 python benchmarks/overhead.py [--sizes 100 1000 5000] [--chunks 3] [--chunk 10]
+    nice -n 10 python benchmarks/overhead.py [--sizes 100 1000 5000] [--chunks 2] [--chunk 8] \
+        [--only sqlite journal memory postgresql] [--fill-cache FILE] [--profile]
 
 For each storage (SQLite as ``resolve_storage`` opens it, i.e. the default of ``ciq-optuna tune``;
-the same file with Optuna's plain ``RDBStorage`` = before the batched storage; a JournalStorage
+``sqlite-plain``: the same file with Optuna's plain ``RDBStorage``, the "before"; a JournalStorage
 file; in-memory; PostgreSQL 15 started by tests/conftest.py's PostgresServer, fsync on) and for
 each study size, the real ``ciq_optuna.tune.tune`` runs the stencil example (sm_90a,
 ``--minimize spill-bytes``, no screening, no simplification) for ``--chunk`` more trials, then
@@ -12,23 +13,34 @@ subprocess); this alternates ``--chunks`` times so that both see the same machin
 
 Per-trial time of tune = the time between the starts of consecutive trials (everything: ask,
 sampler, compile, parse, record, budget gate). Overhead = median(tune) - median(ptxas alone).
-Study sizes: after ``--chunk`` real seed trials, the study is pre-filled up to the size with
-copies of those finished trials (``study.add_trials``, the same parameters and attributes) to
-keep the run short, then measured with real trials as above.
+
+Study sizes: after ``--chunk`` real seed trials, the study is pre-filled up to the size with real
+finished trials of random configurations (RandomSampler, the real ptxas through the same compile
+objective, FAIL trials included), made once in a SQLite study of their own (``--fill-cache``
+keeps it between runs) and copied in with ``study.add_trials``; one real trial then reads them
+(not measured: the first read of the added trials is a one-off), and the study is measured with
+real trials as above.
 
 The machine may be shared: wall-clock medians move with its load, so the table also gives CPU
 time, which moves less: the tune process's own CPU per trial (a run of ``--chunk`` trials minus a
 run of one, over ``--chunk`` - 1: start-up, the sampler's first read of the study and ACF writing
-cancel out; ptxas runs in a child and is not in it) and
-ptxas's CPU per compile (``RUSAGE_CHILDREN``). Framework waits (fsync, database round trips to
-a server process) show only in the wall-clock columns.
+cancel out; ptxas runs in a child and is not in it) and ptxas's CPU per compile
+(``RUSAGE_CHILDREN``). Framework waits (fsync, database round trips to a server process) show
+only in the wall-clock columns.
+
+``--profile`` also samples the tune process's CPU (``ITIMER_PROF``) during both runs and prints,
+per study size, where the CPU per trial goes (the same subtraction), by part of the code: the
+innermost frame that belongs to a part names it.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import logging
+import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -43,6 +55,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
+from ciq_optuna.objectives.compile import TrialFailed  # noqa: E402
 from ciq_optuna.study.storage import resolve_storage  # noqa: E402
 from ciq_optuna.tune import TuneConfig, prepare, tune  # noqa: E402
 
@@ -75,21 +88,87 @@ def _ptxas_alone(argvs: list[list[str]]) -> list[float]:
     return out
 
 
-def _prefill(study: optuna.Study, target: int) -> None:
-    done = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
-    templates = [t for t in done if not t.user_attrs.get("baseline")]
+def fill_pool(objective: object, count: int, path: Path) -> list[optuna.trial.FrozenTrial]:
+    """``count`` real finished trials of random configurations (the study's own compile
+    objective, the real ptxas), made once in the SQLite study ``path`` and reused after."""
+    storage = resolve_storage(str(path), default_path=path)
+    study = optuna.create_study(
+        storage=storage, study_name="fill", sampler=optuna.samplers.RandomSampler(seed=0), load_if_exists=True
+    )
+    done = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished()]
+    if len(done) < count:
+        print(f"# making {count - len(done)} fill trials with the real ptxas in {path}", file=sys.stderr, flush=True)
+        study.optimize(objective, n_trials=count - len(done), catch=(TrialFailed,), gc_after_trial=False)
+        done = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished()]
+    return done[:count]
+
+
+def _prefill(study: optuna.Study, target: int, pool: list[optuna.trial.FrozenTrial], used: list[int]) -> None:
+    """Add trials of ``pool`` (in order, from ``used[0]`` on) until the study holds ``target``."""
     missing = target - len(study.get_trials(deepcopy=False))
+    if missing <= 0:
+        return
+    if used[0] + missing > len(pool):
+        raise SystemExit(f"the fill pool has {len(pool)} trials; {used[0] + missing} needed")
     copies = [
         optuna.trial.create_trial(
             params=t.params,
             distributions=t.distributions,
             values=t.values,
             user_attrs=t.user_attrs,
-            state=optuna.trial.TrialState.COMPLETE,
+            state=t.state,
         )
-        for t in (templates[i % len(templates)] for i in range(max(missing, 0)))
+        for t in pool[used[0] : used[0] + missing]
     ]
+    used[0] += missing
     study.add_trials(copies)
+
+
+class Profile:
+    """CPU samples of this process (``ITIMER_PROF``), counted by part of the code."""
+
+    PARTS = (
+        ("samplers/_binaries.py", "binary model (samplers/_binaries.py)"),
+        ("samplers/_genetic.py", "GeneticSampler (samplers/_genetic.py)"),
+        ("study/_optuna.py", "storage"),
+        ("study/storage.py", "storage"),
+        ("/sqlalchemy/", "storage"),
+        ("/optuna/storages/", "storage"),
+        ("sqlite3", "storage"),
+        ("/psycopg", "storage"),
+        ("study/budget.py", "budget gate"),
+        ("study/leases.py", "leases, planning lock"),
+        ("/compilers/", "compile objective (Python side: run, parse, hash)"),
+        ("/objectives/", "compile objective (Python side: run, parse, hash)"),
+        ("/space/", "search space (suggest)"),
+        ("/subprocess.py", "compile objective (Python side: run, parse, hash)"),
+        ("/optuna/", "Optuna (ask, tell, trial)"),
+        ("ciq_optuna/tune.py", "tune loop"),
+    )
+
+    def __init__(self) -> None:
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.samples = 0
+
+    def _handler(self, signum: int, frame: object) -> None:
+        self.samples += 1
+        f = frame
+        while f is not None:
+            name = f.f_code.co_filename  # type: ignore[attr-defined]
+            for pattern, part in self.PARTS:
+                if pattern in name:
+                    self.counts[part] += 1
+                    return
+            f = f.f_back  # type: ignore[attr-defined]
+        self.counts["other"] += 1
+
+    def __enter__(self) -> Profile:
+        signal.signal(signal.SIGPROF, self._handler)
+        signal.setitimer(signal.ITIMER_PROF, 0.001, 0.001)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.setitimer(signal.ITIMER_PROF, 0, 0)
 
 
 def _cpu_children() -> float:
@@ -97,29 +176,50 @@ def _cpu_children() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure(make: Callable[[], object], sizes: list[int], chunks: int, chunk: int, work: Path) -> Iterator:
-    """(size, median tune s/trial, median ptxas s, tune CPU s/trial, ptxas CPU s, n) for one
-    storage, one tuple per size as soon as it is measured."""
+def measure(
+    make: Callable[[], object],
+    sizes: list[int],
+    chunks: int,
+    chunk: int,
+    work: Path,
+    fill: Path,
+    profile: bool,
+) -> Iterator:
+    """(size, median tune s/trial, median ptxas s, tune CPU s/trial, ptxas CPU s, n, profile) for
+    one storage, one tuple per size as soon as it is measured."""
     storage = make()
     workdir = Path(tempfile.mkdtemp(prefix="wd-", dir=work))
     _, objective = prepare(_config(1, workdir))
-    study = tune(_config(chunk, workdir), storage=storage).study  # seed trials for the pre-fill
+    pool = fill_pool(objective, max(sizes), fill)
+    used = [0]
+    study = tune(_config(chunk, workdir), storage=storage).study  # seed trials
     for size in sizes:
-        _prefill(study, size - chunks * chunk)
+        _prefill(study, size - chunks * chunk - 1, pool, used)
+        # one trial first, not measured: the storage and its caches read the added trials once
+        study = tune(_config(len(study.get_trials(deepcopy=False)) + 1, workdir), storage=storage).study
         total = len(study.get_trials(deepcopy=False))
         tune_s: list[float] = []
         ptxas_s: list[float] = []
         tune_cpu: list[float] = []
         ptxas_cpu: list[float] = []
+        parts: collections.Counter[str] = collections.Counter()
         for _ in range(chunks):
             before = total
             # CPU of this process per trial: a run of `chunk` trials minus a run of one trial, over
             # chunk - 1 (start-up, the sampler's first read of the study and the ACF cancel out)
-            c0 = time.process_time()
-            tune(_config(total + 1, workdir), storage=storage)
-            c1 = time.process_time()
-            study = tune(_config(total + 1 + chunk, workdir), storage=storage).study
-            c2 = time.process_time()
+            one, many = Profile(), Profile()
+            with one if profile else _nothing():
+                c0 = time.process_time()
+                tune(_config(total + 1, workdir), storage=storage)
+                c1 = time.process_time()
+            with many if profile else _nothing():
+                c1 = time.process_time()
+                study = tune(_config(total + 1 + chunk, workdir), storage=storage).study
+                c2 = time.process_time()
+            if profile:
+                ms_per_sample = 1000 * (c2 - c1) / max(many.samples, 1)
+                for part in set(one.counts) | set(many.counts):
+                    parts[part] += (many.counts[part] - one.counts[part]) * ms_per_sample / (chunk - 1)
             new = [t for t in study.get_trials(deepcopy=False) if t.number >= before + 1]
             total = len(study.get_trials(deepcopy=False))
             tune_cpu.append(((c2 - c1) - (c1 - c0)) / (chunk - 1))
@@ -142,18 +242,31 @@ def measure(make: Callable[[], object], sizes: list[int], chunks: int, chunk: in
             statistics.median(tune_cpu),
             statistics.median(ptxas_cpu),
             len(tune_s),
+            {part: ms / chunks for part, ms in parts.items()},
         )
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 5000])
-    parser.add_argument("--chunks", type=int, default=3)
-    parser.add_argument("--chunk", type=int, default=10)
+    parser.add_argument("--chunks", type=int, default=2)
+    parser.add_argument("--chunk", type=int, default=8)
     parser.add_argument(
         "--only", nargs="*", help="sqlite sqlite-plain journal memory postgresql (default: all)"
     )
     parser.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
+    parser.add_argument(
+        "--fill-cache", default=None, help="SQLite file of the fill trials, kept between runs (default: in --dir)"
+    )
+    parser.add_argument("--profile", action="store_true", help="also print where the tune CPU per trial goes")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     logging.getLogger("ciq_optuna").setLevel(logging.ERROR)  # in-memory studies take no ACF artifact
@@ -185,7 +298,9 @@ def main() -> None:
         "memory": ("in-memory", optuna.storages.InMemoryStorage),
         "postgresql": ("PostgreSQL 15, local, fsync on (BatchedStorage)", postgres),
     }
+    fill = Path(args.fill_cache) if args.fill_cache else work / "fill.db"
     print(f"# {' '.join(sys.argv)}")
+    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f}")
     print(
         "| storage | trials in study | tune s/trial | ptxas alone s | overhead ms/trial | tune / ptxas "
         "| tune CPU ms/trial (this process) | ptxas CPU ms | n |"
@@ -195,12 +310,17 @@ def main() -> None:
         for key, (name, make) in storages.items():
             if args.only and key not in args.only:
                 continue
-            for size, t, p, tc, pc, n in measure(make, args.sizes, args.chunks, args.chunk, work):
+            for size, t, p, tc, pc, n, parts in measure(
+                make, args.sizes, args.chunks, args.chunk, work, fill, args.profile
+            ):
                 print(
                     f"| {name} | {size} | {t:.3f} | {p:.3f} | {1000 * (t - p):.0f} | {t / p:.2f} "
                     f"| {1000 * tc:.1f} | {1000 * pc:.1f} | {n} |",
                     flush=True,
                 )
+                if parts:
+                    shown = ", ".join(f"{part} {ms:.1f}" for part, ms in sorted(parts.items(), key=lambda kv: -kv[1]))
+                    print(f"<!-- CPU ms per trial by part, {name} at {size}: {shown} -->", flush=True)
     finally:
         if server is not None:
             server.stop()

@@ -73,6 +73,10 @@ from ciq_optuna.warm_start import WARM_ATTR, find_warm_sources, run_warm_start, 
 
 _log = logging.getLogger("ciq_optuna")
 
+#: Seconds between two reads of the study's best by the progress bar (this process's own values
+#: update it in between: a read of the best trial costs a storage query).
+PROGRESS_READ_S = 2.0
+
 
 @dataclass
 class TuneConfig:
@@ -423,6 +427,8 @@ class _Progress:
         )
         self.failed = 0
         self._lock = threading.Lock()
+        self._best: Any = None
+        self._read_at = -math.inf
 
     def __enter__(self) -> _Progress:
         return self
@@ -430,19 +436,38 @@ class _Progress:
     def __exit__(self, *exc: object) -> None:
         self.bar.close()
 
-    def step(self, study: optuna.Study, failed: bool) -> None:
+    def step(self, study: optuna.Study, failed: bool, value: Any = None) -> None:
+        """One more finished trial (``value``: what its objective returned, None if it failed)."""
         with self._lock:
             self.failed += failed
             self.bar.update(1)
+            if self.bar.disable:
+                return  # nothing shown: no best to compute
             postfix: dict[str, Any] = {"failed": self.failed}
+            now = time.monotonic()
+            if now - self._read_at >= PROGRESS_READ_S:  # the study's best, other processes' included
+                self._read_at = now
+                self._best = _study_best(study)
+            elif len(study.directions) == 1 and isinstance(value, (int, float)):  # in between: ours
+                minimize = study.direction == optuna.study.StudyDirection.MINIMIZE
+                if self._best is None or (value < self._best if minimize else value > self._best):
+                    self._best = float(value)
             if len(study.directions) == 1:
-                try:
-                    postfix["best"] = f"{study.best_value:g}"
-                except ValueError:
-                    pass
-            else:
-                postfix["pareto"] = len(study.best_trials)
+                if self._best is not None:
+                    postfix["best"] = f"{self._best:g}"
+            elif self._best is not None:
+                postfix["pareto"] = self._best
             self.bar.set_postfix(postfix, refresh=False)
+
+
+def _study_best(study: optuna.Study) -> Any:
+    """The best value (one objective) or the size of the Pareto front (several), None if none."""
+    if len(study.directions) > 1:
+        return len(study.best_trials)
+    try:
+        return study.best_value
+    except ValueError:
+        return None
 
 
 def _safe_dirname(name: str) -> str:
@@ -472,7 +497,7 @@ def _tracked(objective: Any, in_flight: set[int], progress: _Progress | None = N
         finally:
             in_flight.discard(trial_id_of(trial))
             if progress is not None and failed is not None:
-                progress.step(trial.study, failed)
+                progress.step(trial.study, failed, None if failed else value)
 
     return run
 

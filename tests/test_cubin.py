@@ -200,3 +200,15 @@ def test_code_hash_is_recomputable_from_the_documented_rules(compile_ptx) -> Non
     for ptx, flags in ((STENCIL, ()), (STENCIL, ("-O1", "--maxrregcount=64")), (SGEMM, ("-v",))):
         data = compile_ptx(ptx, *flags)
         assert _code_hash_from_the_docs(data) == code_hash(data)
+
+
+def test_struct_walk_gives_the_pyelftools_digest(compile_ptx) -> None:
+    """code_hash reads the ELF with struct alone; pyelftools (kept for other ELF files) agrees."""
+    from ciq_optuna.compilers.cubin import _code_hash_pyelftools
+
+    for flags in ((), ("-lineinfo",), ("-O0", "-lineinfo", "--maxrregcount=32")):
+        data = compile_ptx(STENCIL, *flags)
+        for skip_debug in (False, True):
+            assert code_hash(data, skip_debug=skip_debug) == _code_hash_pyelftools(data, skip_debug=skip_debug)
+    lined = compile_ptx(STENCIL, "-lineinfo")
+    assert code_hash(lined) != code_hash(lined, skip_debug=True)

@@ -350,3 +350,46 @@ def test_stagnation_restarts_are_derived_from_storage() -> None:
     assert other.stagnation(again) == sampler.stagnation(study) == (9, 8)
     assert len({_config(t) for t in study.trials}) == 80
     assert Counter(t.user_attrs["generation"] for t in study.trials) == {g: 8 for g in range(10)}
+
+
+def _activation_rules_by_scan(x: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
+    """The activation rules from a scan of every row (the definition _Activation keeps up to date)."""
+    present = ~np.isnan(x)
+    rules = []
+    for j in np.where(~present.all(axis=0) & present.any(axis=0))[0]:
+        pj = present[:, j]
+        for q in range(j - 1, -1, -1):
+            if not present[pj, q].all():
+                continue
+            on = np.unique(x[pj, q])
+            off = np.unique(x[~pj & present[:, q], q])
+            if len(off) and not np.isin(on, off).any():
+                rules.append((int(j), q, off))
+                break
+    return rules
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_incremental_activation_rules_equal_a_scan_of_every_row(seed: int) -> None:
+    """Row by row (with genes gated by others, gates that leak, and new values arriving late),
+    the incremental rules equal a full scan after every row."""
+    from ciq_optuna.samplers._genetic import _Activation
+
+    rng = np.random.default_rng(seed)
+    d, n = 9, 150
+    rows = rng.integers(0, 4, size=(n, d)).astype(float)
+    rows[:, 1] = np.where(rows[:, 0] == 0, math.nan, rows[:, 1])  # 1 is used unless 0 is off
+    rows[:, 4] = np.where(rows[:, 3] >= 2, math.nan, rows[:, 4])  # 4 is used when 3 is low ...
+    rows[rng.random(n) < 0.05, 4] = math.nan  # ... mostly (a leak breaks the rule)
+    rows[:, 6] = np.where(np.isnan(rows[:, 4]), math.nan, rows[:, 6])  # 6 follows 4
+    rows[: n // 2, 8] = np.where(rows[: n // 2, 7] == 3, math.nan, rows[: n // 2, 8])
+    rows[:, 5] = np.where(rows[:, 2] == 0, math.nan, rows[:, 5])  # 5 is used unless 2 is off ...
+    rows[n - 20 :: 7, 2] = math.nan  # ... until late rows use 5 without 2: that rule goes
+    act = _Activation(d)
+    for i in range(n):
+        act.add(rows[i])
+        got, want = act.rules(), _activation_rules_by_scan(rows[: i + 1])
+        assert [(j, q) for j, q, _ in got] == [(j, q) for j, q, _ in want], i
+        for (_, _, a), (_, _, b) in zip(got, want):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert [(j, q) for j, q, _ in act.rules()]  # the case has rules to find

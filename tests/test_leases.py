@@ -26,7 +26,8 @@ def test_running_trial_without_heartbeat_expires_after_the_grace_period(tmp_path
     """A trial whose owner died before its first heartbeat (Optuna never fails it) is failed
     once it has been seen without heartbeat for the grace period, and its slot queued again."""
     study = _study(tmp_path)
-    orphan = study._storage.create_new_trial(study._study_id)  # RUNNING, never a heartbeat
+    # RUNNING, never a heartbeat: made by plain Optuna (a ciq-optuna trial is created with one)
+    orphan = study._storage.backend.create_new_trial(study._study_id)
     fail_stale(study)
     assert study._storage.get_trial(orphan).state == TrialState.RUNNING  # first seen now
     time.sleep(1.3)

@@ -3,6 +3,7 @@ Optuna's semantics (what another process or plain Optuna reads back), including 
 
 from __future__ import annotations
 
+import datetime
 import importlib
 import os
 import re
@@ -117,6 +118,35 @@ def test_batched_trials_read_back_like_plain_optuna(tmp_path: Path) -> None:
         assert b.system_attrs["note"] == b.params["x"]
         assert a.datetime_complete == b.datetime_complete
     assert study.best_trial.number == plain.best_trial.number
+
+
+def test_times_and_first_heartbeat_stored_as_optuna_stores_them(tmp_path: Path, monkeypatch) -> None:
+    """Trial times are stored in UTC whatever the local zone (plain Optuna reads the same times
+    back), and a trial is created with its first heartbeat (its lease starts with it)."""
+    import sqlalchemy
+
+    monkeypatch.setenv("TZ", "Asia/Kolkata")  # UTC+5:30: a local time stored as UTC would show
+    time.tzset()
+    try:
+        db = tmp_path / "tz.db"
+        storage = resolve_storage(None, default_path=db, heartbeat_interval=60)
+        study = optuna.create_study(storage=storage, study_name="tz")
+        trial = study.ask()
+        with sqlalchemy.create_engine(f"sqlite:///{db}").connect() as conn:
+            beats = conn.execute(sqlalchemy.text("SELECT trial_id FROM trial_heartbeats")).scalars().all()
+        assert beats == [trial._trial_id]
+        study.tell(trial, 1.0)
+        ours = study.trials[0]
+        theirs = optuna.load_study(study_name="tz", storage=optuna.storages.RDBStorage(f"sqlite:///{db}")).trials[0]
+        assert (ours.number, ours.datetime_start, ours.datetime_complete) == (
+            theirs.number,
+            theirs.datetime_start,
+            theirs.datetime_complete,
+        )
+        assert abs((theirs.datetime_start - datetime.datetime.now()).total_seconds()) < 60
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
 
 
 def test_a_second_process_sees_new_trials_and_its_writes(tmp_path: Path) -> None:

@@ -105,3 +105,41 @@ def test_study_without_ciq_metadata_is_refused(tmp_path: Path) -> None:
     url, _ = _study(tmp_path, 1, kind="never-registered")
     with pytest.raises(CiqError):
         run_worker(url, "s", default_path=tmp_path / "x.db")
+
+
+def test_budget_status_counted_once_per_finished_trial_equals_a_full_count(tmp_path: Path) -> None:
+    """budget_status keeps counts of finished trials between calls: after every kind of change
+    (new trials, a RUNNING trial finishing, a queued one, a stale failure, a cancelled one, a
+    second process's trials) it equals a count over every trial."""
+    from ciq_optuna.study.budget import CANCELLED_ATTR, ERROR_ATTR, _scan
+
+    db = tmp_path / "b.db"
+    study = optuna.create_study(storage=resolve_storage(None, default_path=db), study_name="b")
+    other = optuna.load_study(storage=resolve_storage(None, default_path=db), study_name="b")
+
+    def check() -> None:
+        assert budget_status(study) == _scan(study.get_trials(deepcopy=False))
+
+    running = study.ask()
+    check()
+    for i in range(5):
+        t = study.ask()
+        study.tell(t, float(i))
+        check()
+    study.enqueue_trial({})
+    check()
+    failed = study.ask()  # the queued trial, failed with an error: counts
+    failed.set_user_attr(ERROR_ATTR, "boom")
+    study.tell(failed, state=TrialState.FAIL)
+    check()
+    stale = other.ask()
+    check()
+    other.tell(stale, state=TrialState.FAIL)  # no error: a stale failure
+    check()
+    cancelled = other.ask()
+    cancelled.set_user_attr(CANCELLED_ATTR, "full")
+    other.tell(cancelled, state=TrialState.PRUNED)
+    check()
+    study.tell(running, 1.0)
+    check()
+    assert budget_status(study) == {"done": 7, "running": 0, "waiting": 0, "stale": 1, "cancelled": 1}

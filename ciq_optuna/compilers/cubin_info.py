@@ -14,14 +14,10 @@ ptxas 13.0 and 13.5 (sm_80, sm_90a, sm_100a, sm_120):
 
 from __future__ import annotations
 
-import io
 import struct
 from dataclasses import dataclass, field
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-
-from ciq_optuna.compilers.cubin import CubinError
+from ciq_optuna.compilers.cubin import CubinError, ElfImage, UnsupportedElf
 
 #: ``st_other`` bit of a kernel (entry function) symbol.
 STO_CUDA_ENTRY = 0x10
@@ -58,40 +54,45 @@ def _nv_info_records(data: bytes) -> list[tuple[int, int, bytes]]:
     return out
 
 
-def _sm(elf: ELFFile) -> int | None:
-    flags = elf.header["e_flags"]
-    abi = elf.header["e_ident"]["EI_ABIVERSION"]
-    sm = (flags >> 8) & 0xFF if isinstance(abi, int) and abi >= 8 else flags & 0xFF
+def _sm(elf: ElfImage) -> int | None:
+    flags = elf.e_flags
+    abi = elf.ident[8]  # EI_ABIVERSION
+    sm = (flags >> 8) & 0xFF if abi >= 8 else flags & 0xFF
     return sm or None
+
+
+def _name(strtab: bytes, offset: int) -> str:
+    return strtab[offset : strtab.index(b"\0", offset)].decode()
 
 
 def read_cubin_info(cubin: bytes) -> CubinInfo:
     """Entry functions, their register counts and the target architecture of a cubin.
 
-    Raises :class:`CubinError` when the file is not a readable 64-bit ELF.
+    Raises :class:`CubinError` when the file is not a readable 64-bit little-endian ELF.
     """
     try:
-        elf = ELFFile(io.BytesIO(cubin))
-        if elf.elfclass != 64 or not elf.little_endian:
-            raise CubinError("not a valid cubin: expected a 64-bit little-endian ELF")
+        elf = ElfImage(cubin)
         info = CubinInfo(sm=_sm(elf))
-        symtab = elf.get_section_by_name(".symtab")
+        symtab = elf.section(".symtab")
         names: dict[int, str] = {}
         if symtab is not None:
-            data = symtab.data()
+            strtab = elf.sections[symtab.header[3]].data  # sh_link: the symbol names
+            data = symtab.data
             for index in range(len(data) // _SYM64.size):
-                _, st_info, st_other, _, _, _ = _SYM64.unpack_from(data, index * _SYM64.size)
-                sym = symtab.get_symbol(index)
-                names[index] = sym.name
+                st_name, st_info, st_other, _, _, _ = _SYM64.unpack_from(data, index * _SYM64.size)
+                name = _name(strtab, st_name)
+                names[index] = name
                 if st_info & 0xF == 2 and st_other & STO_CUDA_ENTRY:  # STT_FUNC, entry
-                    info.entries.append(sym.name)
-        nv_info = elf.get_section_by_name(".nv.info")
+                    info.entries.append(name)
+        nv_info = elf.section(".nv.info")
         if nv_info is not None:
-            for fmt, attr, payload in _nv_info_records(nv_info.data()):
+            for fmt, attr, payload in _nv_info_records(nv_info.data):
                 if fmt == EIFMT_SVAL and attr == EIATTR_REGCOUNT and len(payload) >= 8:
                     sym_index, count = struct.unpack_from("<II", payload)
                     if sym_index in names:
                         info.registers[names[sym_index]] = count
-    except (ELFError, struct.error, ValueError, OSError, KeyError) as exc:
+    except UnsupportedElf as exc:
+        raise CubinError(f"not a valid cubin: {exc}") from exc
+    except (struct.error, ValueError, IndexError, KeyError) as exc:
         raise CubinError(f"not a valid cubin (ELF): {exc}") from exc
     return info

@@ -192,16 +192,13 @@ class CompileObjective:
         if not attrs.get("skip_compile"):
             return None
         number = attrs.get("predicted_from")
-        source = next(
-            (
-                t
-                for t in trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-                if t.number == number
-            ),
-            None,
-        )
+        trials = trials_of_this_trial(trial.study)  # by number: no scan of the study
+        source = trials[number] if isinstance(number, int) and 0 <= number < len(trials) else None
+        if source is None or source.number != number:
+            source = next((t for t in trials if t.number == number), None)  # numbers not all read yet
         if (
             source is None
+            or source.state != optuna.trial.TrialState.COMPLETE
             or source.user_attrs.get("binary_hash") != attrs.get("predicted_binary")
             or source.values is None
             or len(source.values) != len(self.metrics)

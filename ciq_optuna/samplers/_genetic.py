@@ -240,6 +240,7 @@ class GeneticSampler(BaseGASampler):
         self._keys_d = 0
         self._rules: list[tuple[int, int, np.ndarray]] = []
         self._rules_n = -1
+        self._activation: _Activation | None = None
         self._order_cache: tuple[int, np.ndarray] = (-1, np.empty(0, dtype=int))
         self._tables_d = -1
         self._elite_cache: tuple[tuple, np.ndarray] = ((), np.empty(0, dtype=int))
@@ -295,6 +296,8 @@ class GeneticSampler(BaseGASampler):
             tab[1, int(row[j])] += 1
         if self._keys_d == len(self._names):
             self._keys.update(_keys(row[None, :]))
+        if self._activation is not None and self._activation.d == len(row):
+            self._activation.add(row)
 
     def _taken_finished(self) -> set[tuple]:
         d = len(self._names)
@@ -385,24 +388,19 @@ class GeneticSampler(BaseGASampler):
 
     def _learn_activation(self) -> None:
         """For each parameter absent from some trials, find an earlier parameter whose values
-        decide whether it is suggested (e.g. ``x.passed`` for ``x``)."""
+        decide whether it is suggested (e.g. ``x.passed`` for ``x``).
+
+        The evidence is kept up to date row by row (:class:`_Activation`, O(genes) per trial);
+        it is rebuilt from every row only when a new parameter appears."""
         if self._rules_n == self._n:
             return
-        self._rules_n = self._n
         d = len(self._names)
-        x = self._x[: self._n, :d]
-        present = ~np.isnan(x)
-        self._rules = []
-        for j in np.where(~present.all(axis=0) & present.any(axis=0))[0]:
-            pj = present[:, j]
-            for q in range(j - 1, -1, -1):
-                if not present[pj, q].all():
-                    continue
-                on = np.unique(x[pj, q])
-                off = np.unique(x[~pj & present[:, q], q])
-                if len(off) and not np.isin(on, off).any():
-                    self._rules.append((int(j), q, off))
-                    break
+        if self._activation is None or self._activation.d != d:
+            self._activation = _Activation(d)
+            for row in self._x[: self._n, :d]:
+                self._activation.add(row)
+        self._rules = self._activation.rules()
+        self._rules_n = self._n
 
     def _project(self, codes: np.ndarray) -> np.ndarray:
         """Genomes with the parameters that would not be suggested set to NaN."""
@@ -925,6 +923,92 @@ class _Taken:
 
     def __contains__(self, key: tuple) -> bool:
         return key in self.finished or key in self.running
+
+
+class _Activation:
+    """What decides whether a parameter is suggested, learnt row by row (see
+    ``GeneticSampler._learn_activation``): the same rules as a scan of every row, from evidence
+    that only grows (bit masks over the ``d`` genes), so a row costs O(d) and a rule is worked out
+    again only when its evidence changed.
+
+    For gene ``j`` and an earlier gene ``q``, the rule ``(j, q, off)`` holds when ``j`` is present
+    in some rows and absent in others, ``q`` is present wherever ``j`` is, and the values of ``q``
+    where ``j`` is absent (``off``, not empty) never occur where ``j`` is present; the latest
+    such ``q`` is taken.
+    """
+
+    __slots__ = ("d", "_full", "_present", "_absent", "_broken", "_values", "_dirty", "_rules")
+
+    def __init__(self, d: int) -> None:
+        self.d = d
+        self._full = (1 << d) - 1
+        self._present = 0  # genes present in some row
+        self._absent = 0  # genes absent from some row
+        self._broken = [0] * d  # [j]: genes q absent from some row where j is present
+        # [q]: value of q -> [genes present in a row with that value, genes absent from one]
+        self._values: list[dict[float, list[int]]] = [{} for _ in range(d)]
+        self._dirty = 0  # genes whose rule must be worked out again
+        self._rules: dict[int, tuple[int, int, np.ndarray]] = {}
+
+    def add(self, row: np.ndarray) -> None:
+        """Take one more genome (NaN: the gene is absent) into account."""
+        mask = ~np.isnan(row)
+        on = int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
+        off = self._full & ~on
+        dirty = (on & ~self._present) | (off & ~self._absent)
+        self._present |= on
+        self._absent |= off
+        columns = np.flatnonzero(mask).tolist()
+        values = row.tolist()
+        broken = self._broken
+        for j in columns:
+            if off & ~broken[j]:
+                broken[j] |= off
+                dirty |= 1 << j
+        for q in columns:
+            seen = self._values[q].get(values[q])
+            if seen is None:
+                self._values[q][values[q]] = [on, off]
+                dirty |= on | off
+                continue
+            if on & ~seen[0]:
+                dirty |= on & ~seen[0]
+                seen[0] |= on
+            if off & ~seen[1]:
+                dirty |= off & ~seen[1]
+                seen[1] |= off
+        self._dirty |= dirty
+
+    def rules(self) -> list[tuple[int, int, np.ndarray]]:
+        """The rules, in gene order."""
+        partial = self._present & self._absent
+        dirty, self._dirty = self._dirty, 0
+        j = 0
+        while dirty >> j:
+            if dirty >> j & 1:
+                self._rules.pop(j, None)
+                if partial >> j & 1:
+                    rule = self._rule(j)
+                    if rule is not None:
+                        self._rules[j] = rule
+            j += 1
+        return [self._rules[j] for j in sorted(self._rules)]
+
+    def _rule(self, j: int) -> tuple[int, int, np.ndarray] | None:
+        bit = 1 << j
+        for q in range(j - 1, -1, -1):
+            if self._broken[j] >> q & 1:
+                continue
+            on = set()
+            off = []
+            for value, (present, absent) in self._values[q].items():
+                if present & bit:
+                    on.add(value)
+                if absent & bit:
+                    off.append(value)
+            if off and on.isdisjoint(off):
+                return j, q, np.array(sorted(off), dtype=float)
+        return None
 
 
 _KINDS = {"ord": 0, "cat": 1, "cont": 2}

@@ -10,6 +10,11 @@ pyproject.toml.
 What it changes, for one trial run by this process (created by ``create_new_trial``, or a queued
 trial it moved to RUNNING):
 
+- A new trial is created in one transaction of plain SQL statements (the rows and numbering of
+  ``RDBStorage._create_new_trial``, without its ORM objects) together with its first heartbeat;
+  a heartbeat asked for again within ``BEAT_AGAIN_S`` (the two heartbeat threads a trial starts
+  right away) is not written.
+
 - Parameters and user/system attributes are kept in memory and written with the final state and
   values in ONE transaction: about 35 commits per trial become one. A finished trial is therefore
   stored whole or not at all. The rows set so far are also written ``FLUSH_DELAY`` seconds after
@@ -29,6 +34,7 @@ import copy
 import datetime
 import json
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Container, Iterable, Sequence
@@ -37,7 +43,7 @@ from typing import Any
 import optuna
 from optuna import distributions
 from optuna.storages import RDBStorage
-from optuna.storages._cached_storage import _CachedStorage
+from optuna.storages._cached_storage import _CachedStorage, _StudyInfo
 from optuna.storages._heartbeat import get_heartbeat_thread
 from optuna.storages._rdb import models
 from optuna.storages._rdb.storage import _create_scoped_session
@@ -75,6 +81,10 @@ _logger = logging.getLogger("ciq_optuna.storage")
 #: transaction), so that a worker killed during a long evaluation leaves its configuration behind.
 FLUSH_DELAY = 0.2
 
+#: Seconds after a heartbeat of a trial during which another one for it is not written (far below
+#: the heartbeat interval and the grace period: the lease is renewed as before).
+BEAT_AGAIN_S = 1.0
+
 #: Every private name this module uses, checked by tests/test_optuna_private.py.
 PRIVATE_NAMES = (
     "optuna.storages._cached_storage._CachedStorage",
@@ -84,6 +94,9 @@ PRIVATE_NAMES = (
     "optuna.storages._cached_storage._CachedStorage._add_trials_to_cache",
     "optuna.storages._cached_storage._CachedStorage._read_trials_from_remote_storage",
     "optuna.storages._cached_storage._CachedStorage._trial_id_to_study_id_and_number",
+    "optuna.storages._cached_storage._StudyInfo",
+    "optuna.storages._rdb.models.StudyModel.__table__",
+    "optuna.storages._rdb.models.TrialHeartbeatModel.__table__",
     "optuna.storages._rdb.models.TrialModel.__table__",
     "optuna.storages._rdb.models.TrialParamModel.__table__",
     "optuna.storages._rdb.models.TrialUserAttributeModel.__table__",
@@ -150,6 +163,8 @@ class BatchedStorage(_CachedStorage):
         self._by_number: dict[int, list[FrozenTrial]] = {}
         self._holes: dict[int, int] = {}  # numbers not read yet per study (no O(n) scan for them)
         self._last_stale_check: dict[int, float] = {}
+        self._beaten: dict[int, float] = {}  # monotonic time of the last heartbeat of an open trial
+        self._unfinished_numbers: dict[int, set[int]] = {}  # per study: numbers of unfinished trials
 
     def _db(self, call: Any) -> Any:
         """``call()`` through the backend's retry during a database outage, when it has one."""
@@ -170,6 +185,17 @@ class BatchedStorage(_CachedStorage):
     # ---------------------------------------------------------------- trials of this process
 
     def create_new_trial(self, study_id: int, template_trial: FrozenTrial | None = None) -> int:
+        if template_trial is None:  # a trial this process runs now: created with its first heartbeat
+            beat = self.get_heartbeat_interval() is not None
+            trial = _with_retries(lambda: self._db(lambda: create_running_trial(self._backend, study_id, beat)))
+            with self._lock:
+                if study_id not in self._studies:
+                    self._studies[study_id] = _StudyInfo()
+                self._add_trials_to_cache(study_id, [trial])
+                self._open[trial._trial_id] = _Open(_copy(trial))
+                if beat:
+                    self._beaten[trial._trial_id] = time.monotonic()
+            return trial._trial_id
         trial_id = super().create_new_trial(study_id, template_trial)
         with self._lock:
             study_id_, number = self._trial_id_to_study_id_and_number[trial_id]
@@ -257,6 +283,7 @@ class BatchedStorage(_CachedStorage):
         except optuna.exceptions.UpdateFinishedTrialError:
             with self._lock:  # finished by another process (stale): read it back from the storage
                 self._open.pop(trial_id, None)
+                self._beaten.pop(trial_id, None)
             raise
         except Exception:
             with self._lock:  # e.g. the database is down: the rows are written by a later call
@@ -264,6 +291,7 @@ class BatchedStorage(_CachedStorage):
             raise
         with self._lock:
             self._open.pop(trial_id, None)
+            self._beaten.pop(trial_id, None)
             if not written:
                 return False
             for name, (_, dist) in rows.params.items():
@@ -279,9 +307,22 @@ class BatchedStorage(_CachedStorage):
     def record_heartbeat(self, trial_id: int) -> None:
         """Write the trial's rows so far, then the heartbeat (Optuna's heartbeat thread calls this
         every ``heartbeat_interval`` seconds): a trial that runs longer than one interval has its
-        parameters stored, so the retry of a killed worker's trial evaluates the same configuration."""
+        parameters stored, so the retry of a killed worker's trial evaluates the same configuration.
+
+        A heartbeat asked for within ``BEAT_AGAIN_S`` of the previous one of this process is not
+        written: each trial starts two heartbeat threads (the lease while it is planned, Optuna's
+        while it is evaluated) right after its creation, which already recorded one.
+        """
+        now = time.monotonic()
+        with self._lock:
+            last = self._beaten.get(trial_id)
+            if last is not None and now - last < BEAT_AGAIN_S:
+                return
         self.flush_trial(trial_id)
         super().record_heartbeat(trial_id)
+        with self._lock:
+            if trial_id in self._open:
+                self._beaten[trial_id] = now
 
     def _flush_quietly(self, trial_id: int) -> None:
         """:meth:`flush_trial` from a timer thread: a failure is logged (the rows stay pending)."""
@@ -331,7 +372,12 @@ class BatchedStorage(_CachedStorage):
         super()._add_trials_to_cache(study_id, trials)
         listed = self._by_number.setdefault(study_id, [])
         holes = self._holes.get(study_id, 0)
+        unfinished = self._unfinished_numbers.setdefault(study_id, set())
         for trial in trials:
+            if trial.state.is_finished():
+                unfinished.discard(trial.number)
+            else:
+                unfinished.add(trial.number)
             if len(listed) <= trial.number:
                 holes += trial.number - len(listed)
                 listed.extend([None] * (trial.number - len(listed)))  # type: ignore[list-item]
@@ -345,8 +391,11 @@ class BatchedStorage(_CachedStorage):
         """Read the trials that changed, unless one light query shows that nothing did.
 
         When every unfinished trial known is one this process runs, the study changed elsewhere
-        only if it has a new trial: ``count`` and ``max(trial_id)`` of the study tell (one light
-        query instead of the full read of the changed trials, i.e. O(1) for a single process).
+        only if it has a new trial: ``max(trial_id)`` of the study tells (one index look-up
+        instead of the full read of the changed trials, i.e. O(1) for a single process). Trial ids
+        of a study grow in commit order: every trial is created with the study's row locked
+        (``SELECT ... FOR UPDATE``; SQLite serialises all writes), so a trial committed later
+        never has a lower id than one already seen.
         """
         with self._lock:
             study = self._studies.get(study_id)
@@ -358,8 +407,8 @@ class BatchedStorage(_CachedStorage):
                 and study.unfinished_trial_ids <= self._open.keys()
             )
             if quiet:
-                known = (len(listed), listed[-1]._trial_id)
-        if quiet and self._db(lambda: _count_and_last_id(self._backend, study_id)) == known:
+                known = listed[-1]._trial_id
+        if quiet and self._db(lambda: _last_trial_id(self._backend, study_id)) == known:
             return
         super()._read_trials_from_remote_storage(study_id)
 
@@ -371,18 +420,27 @@ class BatchedStorage(_CachedStorage):
     ) -> list[FrozenTrial]:
         self._read_trials_from_remote_storage(study_id)
         with self._lock:
-            trials = list(self._by_number.get(study_id, ()))
-            for pending in self._open.values():
-                n = pending.trial.number
-                if (
-                    n < len(trials)
-                    and trials[n] is not None
-                    and trials[n]._trial_id == pending.trial._trial_id
-                ):
-                    if not trials[n].state.is_finished():
-                        trials[n] = pending.trial
-            if self._holes.get(study_id):  # numbers not read yet (another process is creating them)
-                trials = [t for t in trials if t is not None]
+            listed = self._by_number.get(study_id, [])
+            if states is not None and _only_unfinished(states):  # e.g. Optuna's look for WAITING
+                trials = [listed[n] for n in sorted(self._unfinished_numbers.get(study_id, ()))]
+                own = {p.trial.number: p.trial for p in self._open.values()}
+                for i, t in enumerate(trials):
+                    mine = own.get(t.number)
+                    if mine is not None and mine._trial_id == t._trial_id and not t.state.is_finished():
+                        trials[i] = mine
+            else:
+                trials = list(listed)
+                for pending in self._open.values():
+                    n = pending.trial.number
+                    if (
+                        n < len(trials)
+                        and trials[n] is not None
+                        and trials[n]._trial_id == pending.trial._trial_id
+                    ):
+                        if not trials[n].state.is_finished():
+                            trials[n] = pending.trial
+                if self._holes.get(study_id):  # numbers not read yet (another process is creating them)
+                    trials = [t for t in trials if t is not None]
             if states is not None:
                 trials = [t for t in trials if t.state in states]
             return copy.deepcopy(trials) if deepcopy else trials
@@ -396,17 +454,141 @@ class BatchedStorage(_CachedStorage):
         return super()._get_stale_trial_ids(study_id)
 
 
-def _count_and_last_id(backend: RDBStorage, study_id: int) -> tuple[int, int | None]:
-    """Number of trials of a study and its highest trial id, in one query."""
-    import sqlalchemy
-    from optuna.storages._rdb import models
+class _Sql:
+    """The statements of this module, built once per database dialect: building a SQLAlchemy
+    statement costs about as much as running it, and each trial runs about ten."""
 
-    stmt = sqlalchemy.select(
-        sqlalchemy.func.count(models.TrialModel.trial_id), sqlalchemy.func.max(models.TrialModel.trial_id)
-    ).where(models.TrialModel.study_id == study_id)
+    def __init__(self, dialect: str) -> None:
+        import sqlalchemy as sa
+        from optuna.storages._rdb import models
+
+        studies, trials = models.StudyModel.__table__, models.TrialModel.__table__
+        params = models.TrialParamModel.__table__
+        sid, tid = sa.bindparam("sid"), sa.bindparam("tid")
+        self.last_id = sa.select(sa.func.max(trials.c.trial_id)).where(trials.c.study_id == sid)
+        self.lock_study = sa.select(studies.c.study_id).where(studies.c.study_id == sid).with_for_update()
+        self.new_trial = sa.insert(trials)
+        self.count_before = sa.select(sa.func.count(trials.c.trial_id)).where(
+            trials.c.study_id == sid, trials.c.trial_id < tid
+        )
+        self.set_number = sa.update(trials).where(trials.c.trial_id == tid).values(number=sa.bindparam("num"))
+        self.heartbeat = sa.insert(models.TrialHeartbeatModel.__table__).values(
+            heartbeat=sa.func.current_timestamp()
+        )
+        self.finish = (
+            sa.update(trials)
+            .where(trials.c.trial_id == tid, trials.c.state == TrialState.RUNNING)
+            .values(
+                state=sa.bindparam("st", type_=trials.c.state.type),
+                datetime_complete=sa.bindparam("done", type_=trials.c.datetime_complete.type),
+            )
+        )
+        self.state_of = sa.select(trials.c.state).where(trials.c.trial_id == tid)
+        self.params = sa.insert(params)
+        self.values = sa.insert(models.TrialValueModel.__table__)
+        study_of_trial = sa.select(trials.c.study_id).where(trials.c.trial_id == tid).scalar_subquery()
+        self.distribution_of = (
+            sa.select(params.c.distribution_json)
+            .join(trials, trials.c.trial_id == params.c.trial_id)
+            .where(trials.c.study_id == study_of_trial, params.c.param_name == sa.bindparam("name"))
+            .limit(1)
+        )
+        self.attrs = {
+            model: _upsert(dialect, model.__table__)
+            for model in (models.TrialUserAttributeModel, models.TrialSystemAttributeModel)
+        }
+
+
+def _upsert(dialect: str, table: Any) -> Any:
+    """Insert-or-replace of attribute rows (SQLite, PostgreSQL); None for other databases."""
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    elif dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        return None
+    stmt = insert(table)
+    return stmt.on_conflict_do_update(
+        index_elements=[table.c.trial_id, table.c.key], set_={"value_json": stmt.excluded.value_json}
+    )
+
+
+_SQL: dict[str, _Sql] = {}
+
+
+def _sql(backend: RDBStorage) -> _Sql:
+    dialect = backend.engine.dialect.name
+    if dialect not in _SQL:
+        _SQL[dialect] = _Sql(dialect)
+    return _SQL[dialect]
+
+
+def _only_unfinished(states: Container[TrialState]) -> bool:
+    """Whether ``states`` names unfinished states only (then finished trials need no look)."""
+    try:
+        return all(not TrialState(state).is_finished() for state in states)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        return False
+
+
+def _last_trial_id(backend: RDBStorage, study_id: int) -> int | None:
+    """The highest trial id of a study (an index look-up, whatever the size of the study;
+    PostgreSQL: outside a transaction, which spares the BEGIN and ROLLBACK round trips)."""
     with backend.engine.connect() as conn:
-        count, last = conn.execute(stmt).one()
-    return int(count), last
+        if conn.dialect.name == "postgresql":
+            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+        return conn.execute(_sql(backend).last_id, {"sid": study_id}).scalar()
+
+
+def create_running_trial(backend: RDBStorage, study_id: int, beat: bool) -> FrozenTrial:
+    """Create a RUNNING trial, and its first heartbeat when ``beat``, in one transaction of SQL
+    statements: the same rows and trial number as ``RDBStorage._create_new_trial`` (the study row
+    locked, the number counted after the insert), without its ORM objects."""
+    sql = _sql(backend)
+    start = datetime.datetime.now()
+    with backend.engine.begin() as conn:
+        if conn.execute(sql.lock_study, {"sid": study_id}).scalar() is None:
+            raise KeyError(f"no study with study_id {study_id}")
+        row = {"number": None, "study_id": study_id, "state": TrialState.RUNNING, "datetime_start": _utc(start)}
+        trial_id = conn.execute(sql.new_trial, row).inserted_primary_key[0]
+        number = conn.execute(sql.count_before, {"sid": study_id, "tid": trial_id}).scalar()
+        conn.execute(sql.set_number, {"tid": trial_id, "num": number})
+        if beat:
+            conn.execute(sql.heartbeat, {"trial_id": trial_id})
+    return FrozenTrial(
+        number=number,
+        state=TrialState.RUNNING,
+        value=None,
+        values=None,
+        datetime_start=start,
+        datetime_complete=None,
+        params={},
+        distributions={},
+        user_attrs={},
+        system_attrs={},
+        intermediate_values={},
+        trial_id=trial_id,
+    )
+
+
+def _utc(local: datetime.datetime) -> datetime.datetime:
+    """A naive local time as the naive UTC time RDBStorage stores."""
+    return local.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+
+
+def _with_retries(call: Any, tries: int = 5) -> Any:
+    """``call()``, tried again (up to ``tries`` times, random pause up to 2 s) when the database
+    reports a conflict such as a lock timeout: what ``RDBStorage._create_new_trial`` does."""
+    import sqlalchemy.exc
+
+    for attempt in range(1, tries + 1):
+        try:
+            return call()
+        except sqlalchemy.exc.OperationalError as exc:
+            if attempt == tries:
+                raise optuna.exceptions.StorageInternalError("creating a trial failed") from exc
+            time.sleep(random.random() * 2.0)
+    raise AssertionError("not reached")
 
 
 def _copy(trial: FrozenTrial) -> FrozenTrial:
@@ -434,18 +616,15 @@ def write_trial(
     Returns False, like ``RDBStorage.set_trial_state_values``, when another process changed the
     trial first (an IntegrityError); raises ``UpdateFinishedTrialError`` when it is already finished.
     """
-    import sqlalchemy
     import sqlalchemy.exc
     from optuna.storages._rdb import models
 
-    trials = models.TrialModel.__table__
+    sql = _sql(backend)
     try:
         with backend.engine.begin() as conn:
             if state is not None:
                 done = conn.execute(
-                    sqlalchemy.update(trials)
-                    .where(trials.c.trial_id == trial_id, trials.c.state == TrialState.RUNNING)
-                    .values(state=state, datetime_complete=now)
+                    sql.finish, {"tid": trial_id, "st": state, "done": _utc(now) if now is not None else None}
                 )
                 if done.rowcount != 1:
                     _check_updatable(backend, conn, trial_id)
@@ -454,7 +633,7 @@ def write_trial(
             rows = []
             for name, (value, dist) in pending.params.items():
                 if cached.get(name) is None:  # first use of this name here: check the study's
-                    _check_distribution(conn, trial_id, name, dist)
+                    _check_distribution(backend, conn, trial_id, name, dist)
                 rows.append(
                     {
                         "trial_id": trial_id,
@@ -464,7 +643,7 @@ def write_trial(
                     }
                 )
             if rows:
-                conn.execute(sqlalchemy.insert(models.TrialParamModel.__table__), rows)
+                conn.execute(sql.params, rows)
             _upsert_attrs(backend, conn, models.TrialUserAttributeModel, trial_id, pending.user_attrs)
             _upsert_attrs(backend, conn, models.TrialSystemAttributeModel, trial_id, pending.system_attrs)
             value_rows = []
@@ -474,7 +653,7 @@ def write_trial(
                     {"trial_id": trial_id, "objective": objective, "value": stored, "value_type": kind}
                 )
             if value_rows:
-                conn.execute(sqlalchemy.insert(models.TrialValueModel.__table__), value_rows)
+                conn.execute(sql.values, value_rows)
     except sqlalchemy.exc.IntegrityError:
         return False
     except sqlalchemy.exc.SQLAlchemyError as exc:  # as RDBStorage reports a failed commit
@@ -484,30 +663,17 @@ def write_trial(
 
 def _check_updatable(backend: RDBStorage, conn: Any, trial_id: int) -> None:
     """KeyError for an unknown trial, ``UpdateFinishedTrialError`` for a finished one."""
-    import sqlalchemy
-    from optuna.storages._rdb import models
-
-    trials = models.TrialModel.__table__
-    state = conn.execute(sqlalchemy.select(trials.c.state).where(trials.c.trial_id == trial_id)).scalar()
+    state = conn.execute(_sql(backend).state_of, {"tid": trial_id}).scalar()
     if state is None:
         raise KeyError(f"no trial with trial_id {trial_id}")
     backend.check_trial_is_updatable(trial_id, state)
 
 
-def _check_distribution(conn: Any, trial_id: int, name: str, dist: distributions.BaseDistribution) -> None:
+def _check_distribution(
+    backend: RDBStorage, conn: Any, trial_id: int, name: str, dist: distributions.BaseDistribution
+) -> None:
     """ValueError when the study already has parameter ``name`` with an incompatible distribution."""
-    import sqlalchemy
-    from optuna.storages._rdb import models
-
-    params, trials = models.TrialParamModel.__table__, models.TrialModel.__table__
-    study_id = sqlalchemy.select(trials.c.study_id).where(trials.c.trial_id == trial_id).scalar_subquery()
-    stmt = (
-        sqlalchemy.select(params.c.distribution_json)
-        .join(trials, trials.c.trial_id == params.c.trial_id)
-        .where(trials.c.study_id == study_id, params.c.param_name == name)
-        .limit(1)
-    )
-    previous = conn.execute(stmt).scalar()
+    previous = conn.execute(_sql(backend).distribution_of, {"tid": trial_id, "name": name}).scalar()
     if previous is not None:
         distributions.check_distribution_compatibility(distributions.json_to_distribution(previous), dist)
 
@@ -516,22 +682,14 @@ def _upsert_attrs(backend: RDBStorage, conn: Any, model: Any, trial_id: int, att
     """Insert or replace ``attrs`` of a trial in one statement (SQLite, PostgreSQL), else row by row."""
     if not attrs:
         return
+    rows = [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)} for k, v in attrs.items()]
+    upsert = _sql(backend).attrs[model]
+    if upsert is not None:
+        conn.execute(upsert, rows)
+        return
     import sqlalchemy
 
     table = model.__table__
-    rows = [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)} for k, v in attrs.items()]
-    name = backend.engine.name
-    if name in ("sqlite", "postgresql"):
-        if name == "sqlite":
-            from sqlalchemy.dialects.sqlite import insert
-        else:
-            from sqlalchemy.dialects.postgresql import insert
-        stmt = insert(table)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[table.c.trial_id, table.c.key], set_={"value_json": stmt.excluded.value_json}
-        )
-        conn.execute(stmt, rows)
-        return
     for row in rows:  # other databases: delete and insert
         conn.execute(sqlalchemy.delete(table).where(table.c.trial_id == trial_id, table.c.key == row["key"]))
         conn.execute(sqlalchemy.insert(table), [row])

@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 
 import optuna
@@ -57,22 +58,77 @@ def counts(trial: FrozenTrial) -> bool:
     return trial.state == TrialState.FAIL and ERROR_ATTR in trial.user_attrs
 
 
+_STATUS_KEYS = ("done", "running", "waiting", "stale", "cancelled")
+
+
+def _status_of(trial: FrozenTrial) -> str | None:
+    if CANCELLED_ATTR in trial.user_attrs:
+        return "cancelled"
+    if counts(trial):
+        return "done"
+    if trial.state == TrialState.RUNNING:
+        return "running"
+    if trial.state == TrialState.WAITING:
+        return "waiting"
+    if trial.state == TrialState.FAIL:
+        return "stale"
+    return None
+
+
+class _StatusCounter:
+    """:func:`budget_status` of one study object, amortised O(1) per trial: a finished trial
+    never changes (Optuna refuses to update it), so it is looked at once; only unfinished ones
+    are looked at again."""
+
+    def __init__(self) -> None:
+        self._finished = dict.fromkeys(_STATUS_KEYS, 0)
+        self._unfinished: list[int] = []
+        self._seen = 0
+        self._lock = threading.Lock()
+
+    def status(self, trials: list[FrozenTrial]) -> dict[str, int]:
+        with self._lock:
+            if len(trials) < self._seen or (trials and trials[-1].number != len(trials) - 1):
+                # not the list this counter has seen (another study), or numbers not all read yet
+                self._finished, self._unfinished, self._seen = dict.fromkeys(_STATUS_KEYS, 0), [], 0
+                if trials and trials[-1].number != len(trials) - 1:
+                    return _scan(trials)
+            unfinished = []
+            for i in [*self._unfinished, *range(self._seen, len(trials))]:
+                t = trials[i]
+                if not t.state.is_finished():
+                    unfinished.append(i)
+                elif (key := _status_of(t)) is not None:
+                    self._finished[key] += 1
+            self._unfinished, self._seen = unfinished, len(trials)
+            status = dict(self._finished)
+            for i in unfinished:
+                if (key := _status_of(trials[i])) is not None:
+                    status[key] += 1
+            return status
+
+
+def _scan(trials: list[FrozenTrial]) -> dict[str, int]:
+    status = dict.fromkeys(_STATUS_KEYS, 0)
+    for t in trials:
+        key = _status_of(t)
+        if key is not None:
+            status[key] += 1
+    return status
+
+
+_COUNTERS: weakref.WeakKeyDictionary[optuna.Study, _StatusCounter] = weakref.WeakKeyDictionary()
+_COUNTERS_LOCK = threading.Lock()
+
+
 def budget_status(study: optuna.Study) -> dict[str, int]:
     """Counts over the whole study: ``done`` (counted), ``running``, ``waiting``, ``stale``
     (FAIL left by a dead worker) and ``cancelled``."""
-    status = dict.fromkeys(("done", "running", "waiting", "stale", "cancelled"), 0)
-    for t in study.get_trials(deepcopy=False):
-        if CANCELLED_ATTR in t.user_attrs:
-            status["cancelled"] += 1
-        elif counts(t):
-            status["done"] += 1
-        elif t.state == TrialState.RUNNING:
-            status["running"] += 1
-        elif t.state == TrialState.WAITING:
-            status["waiting"] += 1
-        elif t.state == TrialState.FAIL:
-            status["stale"] += 1
-    return status
+    with _COUNTERS_LOCK:
+        counter = _COUNTERS.get(study)
+        if counter is None:
+            counter = _COUNTERS[study] = _StatusCounter()
+    return counter.status(study.get_trials(deepcopy=False))
 
 
 def one_line(exc: BaseException) -> str:
@@ -106,6 +162,8 @@ class SlotCounter:
         trials = self.study.get_trials(deepcopy=False) if fresh else trials_of_this_trial(self.study)
         if not fresh and len(trials) < number:
             trials = self.study.get_trials(deepcopy=False)
+        if trials and trials[-1].number != len(trials) - 1:  # numbers not all read yet: count all
+            return sum(1 for t in trials if t.number < number and claims_slot(t))
         with self._lock:
             if len(trials) < self._seen:  # not the same study any more: start again
                 self._claimed, self._unfinished, self._seen = [], set(), 0
