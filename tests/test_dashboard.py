@@ -228,9 +228,13 @@ def test_dashboard_in_chromium_shows_study_trials_and_acf(tmp_path: Path) -> Non
                 note = page.inner_text("body")
                 assert "Pareto front: one trial per point" in note and acf_name in note
 
+                # tall enough that the trial list (rendered only where visible) shows every trial
+                page.set_viewport_size({"width": 1500, "height": 90 * len(study.trials) + 400})
                 page.goto(f"{base}/dashboard/studies/{study_id}/trials", wait_until="networkidle")
                 page.get_by_text(f"{len(study.trials)} Trials").first.wait_for(timeout=30_000)
+                page.wait_for_timeout(500)
                 list_text = page.inner_text("body")
+                page.set_viewport_size({"width": 1500, "height": 1100})
                 assert list_text.count("Best Trial") == len(points), (
                     f"Best Trial on {list_text.count('Best Trial')} trials, Pareto points {len(points)}"
                 )
