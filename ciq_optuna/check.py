@@ -261,15 +261,33 @@ def _compile_ptx(
         return None
     opts = tmp / "acf.opts"
     opts.write_text(acf.options_file_text(), encoding="utf-8")
-    tuned = compiler.compile(
-        kernel, acf.arch, [], output=tmp / "tuned.cubin", options_file=opts, timeout=timeout
+    return _tuned_then_defaults(
+        row,
+        lambda: compiler.compile(
+            kernel, acf.arch, [], output=tmp / "tuned.cubin", options_file=opts, timeout=timeout
+        ),
+        lambda: compiler.compile(kernel, acf.arch, [], output=tmp / "base.cubin", timeout=timeout),
+        rejected="the compiler refuses the flags",
+        no_baseline="the kernel does not compile with the defaults",
     )
+
+
+def _tuned_then_defaults(
+    row: CheckRow,
+    compile_tuned: Callable[[], Any],
+    compile_base: Callable[[], Any],
+    *,
+    rejected: str,
+    no_baseline: str,
+) -> tuple[Any, Any] | None:
+    """Compile the tuned entry, then the defaults; on a failure set the row's status and return None."""
+    tuned = compile_tuned()
     if not tuned.ok:
-        row.status, row.reason = "rejected", f"the compiler refuses the flags: {tuned.error}"
+        row.status, row.reason = "rejected", f"{rejected}: {tuned.error}"
         return None
-    base = compiler.compile(kernel, acf.arch, [], output=tmp / "base.cubin", timeout=timeout)
+    base = compile_base()
     if not base.ok:
-        row.status, row.reason = "error", f"the kernel does not compile with the defaults: {base.error}"
+        row.status, row.reason = "error", f"{no_baseline}: {base.error}"
         return None
     return tuned, base
 
@@ -298,17 +316,15 @@ def _compile_triton(
         return None
     row.installed = f"{compiler.name} {compiler.info.version}, Triton {version}"
     app = {**compiler.kernel.baseline_app(), **acf.application}
-    tuned = compiler.compile(
-        None, acf.arch, list(acf.flags), output=tmp / "tuned.cubin", timeout=timeout, app=app
+    return _tuned_then_defaults(
+        row,
+        lambda: compiler.compile(
+            None, acf.arch, list(acf.flags), output=tmp / "tuned.cubin", timeout=timeout, app=app
+        ),
+        lambda: compiler.compile(None, acf.arch, [], output=tmp / "base.cubin", timeout=timeout),
+        rejected="Triton or ptxas refuses the tuning",
+        no_baseline="the kernel does not compile with its baseline",
     )
-    if not tuned.ok:
-        row.status, row.reason = "rejected", f"Triton or ptxas refuses the tuning: {tuned.error}"
-        return None
-    base = compiler.compile(None, acf.arch, [], output=tmp / "base.cubin", timeout=timeout)
-    if not base.ok:
-        row.status, row.reason = "error", f"the kernel does not compile with its baseline: {base.error}"
-        return None
-    return tuned, base
 
 
 def _runtime_row(name: str, verdict: RuntimeVerdict) -> dict[str, Any]:

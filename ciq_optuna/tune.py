@@ -558,10 +558,9 @@ def _run_screening(
     after a warm start the screening still runs, without the configurations already tried).
     Returns how many trials ran.
     """
-    trials = study.get_trials(deepcopy=False)
-    if count <= 0 or any(not (t.user_attrs.get("baseline") or t.user_attrs.get(WARM_ATTR)) for t in trials):
+    seen = _tried_before_search(study, ("baseline", WARM_ATTR)) if count > 0 else None
+    if seen is None:
         return 0
-    seen = {tuple(sorted(t.params.items())) for t in trials}
     candidates = []
     for space in objective.space.compilers:
         for config in space.one_change_configs():
@@ -582,13 +581,20 @@ def _run_seeds(
     progress: _Progress | None = None,
 ) -> int:
     """Evaluate up to ``count`` corner seeds (integer controls at their ends, see ``extremes``)."""
-    trials = study.get_trials(deepcopy=False)
-    marks = ("baseline", "screening", WARM_ATTR)
-    if count <= 0 or any(not any(t.user_attrs.get(m) for m in marks) for t in trials):
+    seen = _tried_before_search(study, ("baseline", "screening", WARM_ATTR)) if count > 0 else None
+    if seen is None:
         return 0  # only before the search starts, as screening
-    seen = {tuple(sorted(t.params.items())) for t in study.get_trials(deepcopy=False)}
     chosen = [p for p in extreme_seeds(objective.space) if tuple(sorted(p.items())) not in seen][:count]
     return _run_enqueued(study, objective, budget, in_flight, progress, chosen, "corner")
+
+
+def _tried_before_search(study: optuna.Study, marks: tuple[str, ...]) -> set[tuple[Any, ...]] | None:
+    """The parameter sets tried so far, or None once the search has started: a trial carries none of
+    ``marks`` (the attributes of the trials that run before the search: baseline, warm start, ...)."""
+    trials = study.get_trials(deepcopy=False)
+    if any(not any(t.user_attrs.get(m) for m in marks) for t in trials):
+        return None
+    return {tuple(sorted(t.params.items())) for t in trials}
 
 
 def _run_enqueued(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import io
 import struct
+from collections.abc import Callable, Iterable
 
 from ciq_optuna.errors import CiqError
 
@@ -193,12 +194,10 @@ def code_hash(cubin: bytes, *, skip_debug: bool = False) -> str:
     if machine in _OWN_TYPE_NAMES:
         return _code_hash_pyelftools(cubin, skip_debug=skip_debug)
     sh_types, p_types = _NAMES["sh_type"], _NAMES["p_type"]
-    h = hashlib.sha256()
-    _field(h, elf.ident)
-    _field(h, _NAMES["e_type"].get(elf.e_type, elf.e_type))
-    _field(h, machine)
-    _field(h, _NAMES["e_version"].get(elf.e_version, elf.e_version))
-    for value in (
+    header = (
+        _NAMES["e_type"].get(elf.e_type, elf.e_type),
+        machine,
+        _NAMES["e_version"].get(elf.e_version, elf.e_version),
         elf.e_entry,
         elf.e_flags,
         elf.e_ehsize,
@@ -207,23 +206,42 @@ def code_hash(cubin: bytes, *, skip_debug: bool = False) -> str:
         elf.e_shentsize,
         elf.e_shnum,
         elf.e_shstrndx,
-    ):
+    )
+    sections = (
+        (s.name, (sh_types.get(s.sh_type, s.sh_type), *s.header), lambda s=s: s.data) for s in elf.sections
+    )
+    segments = ((p_types.get(p_type, p_type), *rest) for p_type, *rest in elf.segments)
+    return _digest(elf.ident, header, sections, segments, skip_debug=skip_debug)
+
+
+def _digest(
+    ident: bytes,
+    header: Iterable[object],
+    sections: Iterable[tuple[str, Iterable[object], Callable[[], bytes]]],
+    segments: Iterable[Iterable[object]],
+    *,
+    skip_debug: bool,
+) -> str:
+    """The code hash over an ELF as either reader sees it: ident, header fields (``_EHDR_FIELDS``
+    order), each section's name, header fields (``_SHDR_FIELDS``) and data, each segment's fields
+    (``_PHDR_FIELDS``). One function, so both readers give the same digest by construction."""
+    h = hashlib.sha256()
+    _field(h, ident)
+    for value in header:
         _field(h, value)
-    for section in elf.sections:
-        if section.name == TKINFO_SECTION:
+    for name, fields, data in sections:
+        if name == TKINFO_SECTION:
             _field(h, "(tkinfo removed)")
             continue
-        if skip_debug and section.name.startswith(_DEBUG_PREFIXES):
+        if skip_debug and name.startswith(_DEBUG_PREFIXES):
             _field(h, "(line info removed)")
             continue
-        _field(h, section.name)
-        _field(h, sh_types.get(section.sh_type, section.sh_type))
-        for value in section.header:
+        _field(h, name)
+        for value in fields:
             _field(h, value)
-        _field(h, section.data)
-    for p_type, *rest in elf.segments:
-        _field(h, p_types.get(p_type, p_type))
-        for value in rest:
+        _field(h, data())
+    for fields in segments:
+        for value in fields:
             _field(h, value)
     return h.hexdigest()
 
@@ -235,27 +253,22 @@ def _code_hash_pyelftools(cubin: bytes, *, skip_debug: bool) -> str:
 
     try:
         elf = ELFFile(io.BytesIO(cubin))
-        h = hashlib.sha256()
-        _field(h, bytes(elf.e_ident_raw))
-        for name in _EHDR_FIELDS:
-            _field(h, elf.header[name])
-        for section in elf.iter_sections():
-            if section.name == TKINFO_SECTION:
-                _field(h, "(tkinfo removed)")
-                continue
-            if skip_debug and section.name.startswith(_DEBUG_PREFIXES):
-                _field(h, "(line info removed)")
-                continue
-            _field(h, section.name)
-            for name in _SHDR_FIELDS:
-                _field(h, section.header[name])
-            _field(h, b"" if section.header["sh_type"] == "SHT_NOBITS" else section.data())
-        for segment in elf.iter_segments():
-            for name in _PHDR_FIELDS:
-                _field(h, segment.header[name])
+        return _digest(
+            bytes(elf.e_ident_raw),
+            (elf.header[name] for name in _EHDR_FIELDS),
+            (
+                (
+                    sec.name,
+                    [sec.header[name] for name in _SHDR_FIELDS],
+                    lambda sec=sec: b"" if sec.header["sh_type"] == "SHT_NOBITS" else sec.data(),
+                )
+                for sec in elf.iter_sections()
+            ),
+            ([seg.header[name] for name in _PHDR_FIELDS] for seg in elf.iter_segments()),
+            skip_debug=skip_debug,
+        )
     except (ELFError, struct.error, ValueError, OSError) as exc:
         raise CubinError(f"not a valid cubin (ELF): {exc}") from exc
-    return h.hexdigest()
 
 
 def tkinfo_text(cubin: bytes) -> str:
