@@ -74,6 +74,21 @@ def test_ordered_genes_form_interval_classes() -> None:
     assert _predict(m, [[5.0, 0.0], [9.0, 0.0], [0.0, 0.0]]) == [("A", 0), None, None]
 
 
+def test_plans_are_projected_on_learnt_conditions_and_blamed_genes_raise_the_doubt() -> None:
+    m = BinaryModel()  # gene 2 is not suggested where gene 0 is 0 (as a level at -O0)
+    m.add(np.array([0.0, 0.0, np.nan]), "A", 0)
+    m.add(np.array([1.0, 0.0, 0.0]), "B", 1)
+    m.add(np.array([0.0, 1.0, np.nan]), "A", 2)
+    m.add(np.array([1.0, 2.0, 1.0]), "C", 3)
+    out = m.project(np.array([[0.0, 1.0, 5.0], [1.0, 1.0, 5.0]]))
+    np.testing.assert_array_equal(out, [[0.0, 1.0, np.nan], [1.0, 1.0, 5.0]])
+    m.add(np.array([1.0, 0.0, 2.0]), "B", 4)
+    m.add(np.array([1.0, 0.0, 3.0]), "B", 5)  # gene 2 inert as a whole where gene 0 is 1
+    assert m.predict(np.array([[1.0, 0.0, 1.0]])) == [("B", 1, 0)]
+    m.wrong_prediction(np.array([1.0, 0.0, 4.0]), 1)  # a check blamed gene 2: more doubt from now on
+    assert m.predict(np.array([[1.0, 0.0, 3.0]])) == [("B", 1, 1)]
+
+
 def test_predictions_kept_up_to_date_trial_by_trial_equal_those_made_from_scratch() -> None:
     """The model updates its rules and index per trial; a model given the same evidence at once
     (rules and index made from scratch) must predict the same, through wrong checks, an ordered

@@ -62,6 +62,7 @@ class BinaryModel:
         self._rules: dict[int, _GeneRule] = {}
         self._genes: dict[int, _Gene] = {}  # per gene: its evidence digested for its rule
         self._dirty: set[int] = set()  # genes with new evidence since their rule was made
+        self._failed: dict[int, int] = {}  # per gene: failed checks that blamed it
         self._stale = True  # rules and index to be made from scratch
         self._canon_rows = np.empty((0, 0))  # canonical settings of the indexed trials
         self._keys: list[tuple] = []
@@ -155,6 +156,7 @@ class BinaryModel:
         for j in suspects:
             self._diff.setdefault(int(j), []).append((*_pair(src[j], row[j]), int(i), -1))
             self._dirty.add(int(j))
+            self._failed[j] = self._failed.get(j, 0) + 1
 
     def _rule(self, j: int) -> _GeneRule | None:
         """Gene ``j``'s rule from its evidence: where it is inert as a whole, and its value
@@ -221,12 +223,13 @@ class BinaryModel:
         if moved:
             self._version += 1
 
-    def predict(self, codes: np.ndarray) -> list[tuple[str, int, bool] | None]:
-        """For each configuration: (binary hash, number of a trial that compiled it, untested)
+    def predict(self, codes: np.ndarray) -> list[tuple[str, int, int] | None]:
+        """For each configuration: (binary hash, number of a trial that compiled it, doubt)
         when its binary is predicted to be one already seen, else None (unknown, or conflicting
-        evidence).  ``untested``: the prediction stretches a generalisation (a whole gene, or an
-        interval of values) to a context where no inert change of that gene was seen yet; such
-        predictions should be compiled as checks."""
+        evidence).  ``doubt`` (0 = none): 1 when the prediction stretches a generalisation (a
+        whole gene, or an interval of values) to a context where no inert change of that gene
+        was seen yet, plus the failed checks that blamed the genes it changes; doubtful
+        predictions should be compiled as checks more often."""
         if not self._hash:
             return [None] * len(codes)
         self._refresh()
@@ -242,9 +245,19 @@ class BinaryModel:
                 continue
             number = self._number[group.first]
             src = self._rows[self._by_number[number]]
-            untested = any(self._untested(row, src, int(j), mine) for j in np.where(row != src)[0])
-            out.append((self._hash_names[self._hash[group.first]], number, untested))
+            changed = np.where(row != src)[0].tolist()
+            doubt = int(any(self._untested(row, src, j, mine) for j in changed))
+            doubt += sum(self._failed.get(j, 0) for j in changed)
+            out.append((self._hash_names[self._hash[group.first]], number, doubt))
         return out
+
+    def project(self, codes: np.ndarray) -> np.ndarray:
+        """``codes`` (absent = NaN) with the genes set absent that the compiled trials show would
+        not be suggested there (see :meth:`_present`): the configurations the objective will see."""
+        if not self._hash:
+            return codes
+        rows = self._present(self._fill(codes))[..., : codes.shape[-1]]
+        return np.where((rows < 0) & ~np.isnan(codes) & (codes >= 0), np.nan, codes)
 
     def _untested(self, row: np.ndarray, src: np.ndarray, j: int, mine: np.ndarray | None = None) -> bool:
         """Whether ``row``'s context is new to gene ``j`` (whose change from ``src`` is predicted
