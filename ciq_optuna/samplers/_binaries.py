@@ -330,7 +330,7 @@ class _Presence:
             if j in self._candidates:
                 self._learn(j, self._candidates[j], rows[self._upto : n])
             else:  # a gene newly seen both present and absent: every trial so far
-                self._candidates[j] = self._learn(j, _deciders(rows[:n, :width], j), rows[:n])
+                self._candidates[j] = _deciders(rows[:n, :width], j)
         self._upto = n
         self._out = []
         for j in sorted(self._candidates):
@@ -499,7 +499,7 @@ class _Context:
 
 def _deciders(rows: np.ndarray, j: int) -> list[tuple[tuple[int, ...], dict[tuple, bool]]]:
     """The single genes, then the pairs of genes, whose settings decide gene ``j``'s presence in
-    every one of ``rows`` (empty tables, to be filled by ``_Presence._learn``)."""
+    every one of ``rows``, each with its table (setting -> present)."""
     codes = np.stack([np.unique(col, return_inverse=True)[1].reshape(-1) for col in rows.T], axis=1)
     sizes = codes.max(axis=0) + 1
     present = (rows[:, j] >= 0).astype(float)
@@ -510,7 +510,9 @@ def _deciders(rows: np.ndarray, j: int) -> list[tuple[tuple[int, ...], dict[tupl
         on = np.bincount(key, weights=present)
         count = np.bincount(key)
         if not ((on > 0) & (on < count)).any():
-            out.append((qs, {}))
+            _, first = np.unique(key, return_index=True)
+            settings = map(tuple, rows[first][:, list(qs)].tolist())
+            out.append((qs, dict(zip(settings, (present[first] > 0).tolist(), strict=True))))
     return out
 
 
