@@ -35,6 +35,9 @@ import numpy as np
 _SAME_MAX_GENES = 4
 # Distinct inert value changes of an unordered gene before it counts as inert as a whole.
 _WHOLE_MIN_PAIRS = 2
+# Doubt of a prediction that changes two genes never seen changed together in an inert pair
+# (each inert alone, the two may interact).
+_APART = 2
 _ANY = -7.0  # canonical code of a gene inert as a whole
 
 
@@ -63,6 +66,7 @@ class BinaryModel:
         self._genes: dict[int, _Gene] = {}  # per gene: its evidence digested for its rule
         self._dirty: set[int] = set()  # genes with new evidence since their rule was made
         self._failed: dict[int, int] = {}  # per gene: failed checks that blamed it
+        self._together: set[tuple[int, int]] = set()  # genes seen changed together in an inert pair
         self._stale = True  # rules and index to be made from scratch
         self._canon_rows = np.empty((0, 0))  # canonical settings of the indexed trials
         self._keys: list[tuple] = []
@@ -127,6 +131,8 @@ class BinaryModel:
             nd = diff.sum(axis=1)
             hid = self._hid[:k]
             for i in np.where((hid == h) & (nd >= 1) & (nd <= _SAME_MAX_GENES))[0]:
+                genes = np.where(diff[i])[0].tolist()
+                self._together.update((a, b) for a in genes for b in genes if a < b)
                 for j in np.where(diff[i])[0]:
                     self._same.setdefault(int(j), []).append((*_pair(old[i, j], row[j]), int(i), k))
                     self._dirty.add(int(j))
@@ -228,7 +234,8 @@ class BinaryModel:
         when its binary is predicted to be one already seen, else None (unknown, or conflicting
         evidence).  ``doubt`` (0 = none): 1 when the prediction stretches a generalisation (a
         whole gene, or an interval of values) to a context where no inert change of that gene
-        was seen yet, plus the failed checks that blamed the genes it changes; doubtful
+        was seen yet, plus the failed checks that blamed the genes it changes, plus ``_APART``
+        when it changes two genes never seen changed together in an inert pair; doubtful
         predictions should be compiled as checks more often."""
         if not self._hash:
             return [None] * len(codes)
@@ -248,6 +255,8 @@ class BinaryModel:
             changed = np.where(row != src)[0].tolist()
             doubt = int(any(self._untested(row, src, j, mine) for j in changed))
             doubt += sum(self._failed.get(j, 0) for j in changed)
+            if any((a, b) not in self._together for a in changed for b in changed if a < b):
+                doubt += _APART
             out.append((self._hash_names[self._hash[group.first]], number, doubt))
         return out
 
