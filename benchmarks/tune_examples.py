@@ -2,17 +2,23 @@
 
     python benchmarks/tune_examples.py [--trials 64] [--seed 0] > /tmp/tune_examples.md
     python benchmarks/tune_examples.py --work --trials 64,128 --seeds 3 --cases 0,1,2,3,4,5
+    python benchmarks/tune_examples.py --work ... --compile-cache /tmp/ptxas-cache
 
 Each run uses a fresh SQLite study in a temporary directory and the default GeneticSampler.
 ``--work`` runs every case, budget and seed twice, with ``GeneticSampler(binary_attr=None)`` and
 with the default (binary-aware) sampler, and prints the work-saved table instead (medians over
 seeds; "compiles to reach the unaware best": compiled trials, in order, until one is as good as the
-best of the unaware run with the same seed and budget).
+best of the unaware run with the same seed and budget).  ``--compile-cache DIR`` keeps every
+ptxas result (report and cubin) per kernel, architecture and argument list in DIR and replays it
+when the same compile comes again (ptxas is deterministic: the same tuning runs, much faster;
+compile times and the wall-clock column then mean nothing).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import pickle
 import statistics
 import tempfile
 import time
@@ -45,7 +51,10 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(map(str, range(len(CASES)))), help="--work: case indices")
     parser.add_argument("--seeds", type=int, default=1, help="--work: seeds from --seed on (medians over them)")
     parser.add_argument("--audit", action="store_true", help="--work: compile the skipped trials afterwards")
+    parser.add_argument("--compile-cache", default=None, help="directory of cached ptxas results (see above)")
     args = parser.parse_args()
+    if args.compile_cache:
+        _cache_compiles(Path(args.compile_cache))
     if args.work:
         work_table(args)
         return
@@ -73,6 +82,32 @@ def main() -> None:
             f"`{flags}` | {wall:.0f} |",
             flush=True,
         )
+
+
+def _cache_compiles(directory: Path) -> None:
+    """Replay ptxas results kept in ``directory`` (one pickle per argument list)."""
+    from ciq_optuna.compilers.base import Compiler
+
+    directory.mkdir(parents=True, exist_ok=True)
+    real = Compiler.compile
+
+    def compile(self: Compiler, source: Any, arch: str, flags: Any, *, output: Any, **kw: Any) -> Any:
+        key = repr((self.info.version, Path(source).name, Path(source).read_bytes(), arch, list(flags), sorted(kw.items())))
+        path = directory / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.pkl"
+        if path.exists():
+            result, cubin = pickle.loads(path.read_bytes())
+            if cubin is not None:
+                Path(output).parent.mkdir(parents=True, exist_ok=True)
+                Path(output).write_bytes(cubin)
+                result.cubin_path = Path(output)
+            return result
+        result = real(self, source, arch, flags, output=output, **kw)
+        cubin = result.cubin_path.read_bytes() if result.ok and result.cubin_path else None
+        path.with_suffix(".tmp").write_bytes(pickle.dumps((result, cubin)))
+        path.with_suffix(".tmp").replace(path)
+        return result
+
+    Compiler.compile = compile  # type: ignore[method-assign]
 
 
 def _timed_tune(kernel: str, arch: str, metrics: list[str], args: argparse.Namespace) -> tuple[Any, float]:

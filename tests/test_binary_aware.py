@@ -74,6 +74,60 @@ def test_ordered_genes_form_interval_classes() -> None:
     assert _predict(m, [[5.0, 0.0], [9.0, 0.0], [0.0, 0.0]]) == [("A", 0), None, None]
 
 
+def test_plans_are_projected_on_learnt_conditions_and_blamed_genes_raise_the_doubt() -> None:
+    m = BinaryModel()  # gene 2 is not suggested where gene 0 is 0 (as a level at -O0)
+    m.add(np.array([0.0, 0.0, np.nan]), "A", 0)
+    m.add(np.array([1.0, 0.0, 0.0]), "B", 1)
+    m.add(np.array([0.0, 1.0, np.nan]), "A", 2)
+    m.add(np.array([1.0, 2.0, 1.0]), "C", 3)
+    out = m.project(np.array([[0.0, 1.0, 5.0], [1.0, 1.0, 5.0]]))
+    np.testing.assert_array_equal(out, [[0.0, 1.0, np.nan], [1.0, 1.0, 5.0]])
+    m.add(np.array([1.0, 0.0, 2.0]), "B", 4)
+    m.add(np.array([1.0, 0.0, 3.0]), "B", 5)  # gene 2 inert as a whole where gene 0 is 1
+    assert m.predict(np.array([[1.0, 0.0, 1.0]])) == [("B", 1, 0)]
+    m.wrong_prediction(np.array([1.0, 0.0, 4.0]), 1)  # a check blamed gene 2: more doubt from now on
+    assert m.predict(np.array([[1.0, 0.0, 3.0]])) == [("B", 1, 1)]
+
+
+def test_predictions_kept_up_to_date_trial_by_trial_equal_those_made_from_scratch() -> None:
+    """The model updates its rules and index per trial; a model given the same evidence at once
+    (rules and index made from scratch) must predict the same, through wrong checks, an ordered
+    gene, a gene absent where another takes one setting, and a gene that appears late."""
+    rng = np.random.RandomState(0)
+
+    def binary(r: np.ndarray) -> str:  # gene 1 inert while gene 0 < 2, gene 3 inert, gene 2: a cap
+        return f"{r[0]}-{r[1] if r[0] >= 2 else '-'}-{min(r[2], 4)}-{r[4] if len(r) > 4 else ''}"
+
+    calls: list[tuple] = []
+    live = BinaryModel()
+    for n in range(70):
+        width = 5 if n >= 50 else 4
+        row = rng.randint(0, 6, size=width).astype(float)
+        if n and rng.rand() < 0.6:  # a child: a few genes of an earlier trial changed
+            parent = calls[rng.randint(len(calls))][1][:width]
+            row[: len(parent)] = parent
+            row[rng.randint(width)] = rng.randint(0, 6)
+        if row[0] == 0:
+            row[2] = np.nan  # gene 2 is not suggested where gene 0 is 0
+        cands = rng.randint(0, 6, size=(12, width)).astype(float)
+        calls.append(("add", row, binary(np.nan_to_num(row, nan=-1).astype(int))))
+        ordered = [False, False, True, False, False][:width]
+        live.set_ordered(ordered)
+        got = live.predict(cands)
+        fresh = BinaryModel()
+        for i, (_, r, h) in enumerate(calls[:-1]):
+            fresh.set_ordered([False, False, True, False, False][: len(r)])
+            if i % 9 == 5:
+                fresh.wrong_prediction(r, max(0, i - 3))
+            fresh.add(r, h, i)
+        if n:
+            fresh.set_ordered(ordered)
+        assert fresh.predict(cands) == got, n
+        if n % 9 == 5:
+            live.wrong_prediction(row, max(0, n - 3))
+        live.add(row, calls[-1][2], n)
+
+
 def _objective(trial: optuna.Trial) -> float:
     a = trial.suggest_int("a", 0, 7)
     b = trial.suggest_categorical("b", ["x", "y", "z"])

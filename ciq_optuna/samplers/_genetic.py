@@ -137,8 +137,11 @@ class GeneticSampler(BaseGASampler):
     only give a binary already compiled, it sets the trial's user attributes ``predicted_binary``,
     ``predicted_from`` (the number of a trial that compiled it) and ``skip_compile`` (True, except
     for one prediction in ten, and one in four of those that stretch an inertness to a context not
-    seen yet: these are compiled as checks; a check that gives another binary splits the changes
-    involved).
+    seen yet, more after failed checks that blamed the genes it changes: these are compiled as
+    checks; a check that gives another binary splits the changes involved).  Candidates are also
+    compared as the compile objective will see them (genes that conditions learnt from the
+    compiled trials leave unused dropped), so a plan that only differs in unused genes is not
+    proposed again.
     An objective that honours ``skip_compile`` returns trial ``predicted_from``'s values without
     compiling and sets ``skipped_compile`` (such trials are not used as evidence).  Studies
     without the attribute behave exactly as before.
@@ -577,13 +580,15 @@ class GeneticSampler(BaseGASampler):
             if prediction is not None:
                 self._announce(study, trial, prediction)
 
-    def _announce(self, study: Study, trial: FrozenTrial, prediction: tuple[str, int, bool]) -> None:
+    def _announce(self, study: Study, trial: FrozenTrial, prediction: tuple[str, int, int]) -> None:
         """Tell the objective that this trial's binary is predicted to be one already compiled:
         user attributes ``predicted_binary``, ``predicted_from`` (that trial's number) and
         ``skip_compile`` (True unless this trial is one of the rare checks of a prediction).
         An objective that knows the hook reuses that trial's values instead of compiling."""
-        binary, number, untested = prediction
-        skip = bool(self._rng.rand() >= (self._untested_check_rate if untested else self._check_rate))
+        binary, number, doubt = prediction
+        # a doubtful prediction (BinaryModel.predict) is checked more, the more doubt the more
+        rate = 1.0 - (1.0 - self._untested_check_rate) ** doubt if doubt else self._check_rate
+        skip = bool(self._rng.rand() >= rate)
         for key, value in (("predicted_binary", binary), ("predicted_from", number), ("skip_compile", skip)):
             storage_of(study).set_trial_user_attr(trial_id_of(trial), key, value)
             # The trial object Optuna passes here is the one ``optuna.Trial.user_attrs`` reads.
@@ -648,7 +653,7 @@ class GeneticSampler(BaseGASampler):
 
     def _plan(
         self, number: int, pool_size: int, fixed: dict[str, Any], taken: _Taken
-    ) -> tuple[dict[str, Any] | _Exhausted, tuple[str, int, bool] | None]:
+    ) -> tuple[dict[str, Any] | _Exhausted, tuple[str, int, int] | None]:
         """The next configuration: a fresh random one in generation 0, else the most promising of
         several fresh children (stronger mutation and random ones join when few are fresh); in a
         restart (see :meth:`stagnation`) explorers or children of the restart's elite.  Second:
@@ -684,9 +689,13 @@ class GeneticSampler(BaseGASampler):
             cands = self._project(cands)
             last = cands
             finished, running = taken.finished, taken.running
+            keys = _keys(cands)
+            # As the compile objective will see them (conditions learnt from its trials): a plan
+            # whose unused genes differ is not a new configuration.
+            as_run = _keys(self._binaries.project(cands)) if self._binaries.active and not fixed else keys
             new = []
-            for i, k in enumerate(_keys(cands)):
-                if k not in finished and k not in running and k not in seen:
+            for i, (k, r) in enumerate(zip(keys, as_run, strict=True)):
+                if k not in finished and k not in running and k not in seen and r not in finished and r not in running:
                     seen.add(k)
                     new.append(i)
             if new:
@@ -700,7 +709,7 @@ class GeneticSampler(BaseGASampler):
                 return {**self._decode(last[0]), **fixed}, None
             return self._enumerate(taken), None
         fresh = pool[0] if len(pool) == 1 else np.concatenate(pool)
-        predicted: list[tuple[str, int, bool] | None] = [None] * len(fresh)
+        predicted: list[tuple[str, int, int] | None] = [None] * len(fresh)
         if self._binaries.active and not fixed:
             predicted = self._binaries.predict(fresh)
             new = [i for i, p in enumerate(predicted) if p is None]
