@@ -18,6 +18,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from ciq_optuna.samplers._binaries import BinaryModel
+from ciq_optuna.samplers._distance import RowDistances
 from ciq_optuna.samplers._genes import Gene
 from ciq_optuna.samplers._optuna import (
     cached_trials,
@@ -235,6 +236,9 @@ class GeneticSampler(BaseGASampler):
         self._num = np.full(256, -1, dtype=np.int64)
         self._n = 0
         self._improve_cache: tuple[int, int] = (-1, -1)
+        self._improve_state: tuple[int, int, float, int] | None = None  # rows, last, best, top number
+        self._sorted: tuple[int, np.ndarray, np.ndarray] = (0, np.empty(0, dtype=np.int64), np.empty(0))
+        self._ranks_cache: tuple[np.ndarray | None, np.ndarray] = (None, np.empty(0, dtype=np.int64))
         self._binaries = BinaryModel()
         self._keys: set[tuple] = set()
         self._keys_d = 0
@@ -247,6 +251,7 @@ class GeneticSampler(BaseGASampler):
         self._fail_tab: dict[int, np.ndarray] = {}
         self._n_failed = 0
         self._fail_stack: tuple = (-1, None, None)
+        self._row_distances = RowDistances(4 * _SURROGATE_WINDOW)
 
     def _gene_for(self, name: str, dist: BaseDistribution) -> None:
         if name in self._genes:
@@ -423,12 +428,12 @@ class GeneticSampler(BaseGASampler):
         if self._order_cache[0] == self._n:
             return self._order_cache[1]
         v = self._v[: self._n]
-        ok = np.where(~np.isnan(v[:, 0]))[0]
-        if len(ok) == 0 or v.shape[1] == 1:
-            order = ok[np.argsort(v[ok, 0], kind="stable")]
+        if v.shape[1] == 1:
+            order = self._sorted_rows()
         else:
+            ok = np.where(~np.isnan(v[:, 0]))[0]
             vo = v[ok]
-            ranks = non_domination_rank(vo)
+            ranks = non_domination_rank(vo) if len(ok) else np.empty(0, dtype=int)
             crowd = np.zeros(len(ok))
             for r in np.unique(ranks):
                 m = np.where(ranks == r)[0]
@@ -436,6 +441,34 @@ class GeneticSampler(BaseGASampler):
             order = ok[np.lexsort((-crowd, ranks))]
         self._order_cache = (self._n, order)
         return order
+
+    def _sorted_rows(self) -> np.ndarray:
+        """One objective: the complete rows by value, ties by row (a stable sort), kept up to date
+        by inserting the rows added since the last call (O(rows) memory moves, no sort)."""
+        rows, order, keys = self._sorted
+        n = self._n
+        if n - rows > 64:
+            v = self._v[:n, 0]
+            ok = np.where(~np.isnan(v))[0]
+            order = ok[np.argsort(v[ok], kind="stable")]
+            keys = v[order]
+        else:
+            for i in range(rows, n):
+                value = self._v[i, 0]
+                if not math.isnan(value):
+                    at = int(np.searchsorted(keys, value, side="right"))  # after equal values
+                    order = np.insert(order, at, i)
+                    keys = np.insert(keys, at, value)
+        self._sorted = (n, order, keys)
+        return order
+
+    def _ranks(self, order: np.ndarray) -> np.ndarray:
+        """Position of each row in ``order`` (-1: not in it, a failed trial)."""
+        if self._ranks_cache[0] is not order or len(self._ranks_cache[1]) != self._n:
+            ranks = np.full(self._n, -1, dtype=np.int64)
+            ranks[order] = np.arange(len(order))
+            self._ranks_cache = (order, ranks)
+        return self._ranks_cache[1]
 
     # ------------------------------------------------------------------ stagnation
 
@@ -445,6 +478,28 @@ class GeneticSampler(BaseGASampler):
         trials alone, so every worker of a study derives the same value."""
         if self._improve_cache[0] == self._n:
             return self._improve_cache[1]
+        state = self._improve_state
+        if state is not None and state[0] <= self._n:
+            rows, last, best, top = state
+            for i in range(rows, self._n):  # rows added since, in number order: O(1) (one objective)
+                vi = self._v[i]
+                if math.isnan(vi[0]):
+                    continue
+                num = int(self._num[i])
+                if num < top:
+                    break  # finished out of number order (parallel workers): scan again
+                if len(vi) == 1:
+                    better = vi[0] < best
+                else:  # no earlier complete trial dominates or equals it
+                    prev = self._v[:i]
+                    better = not np.all(prev[~np.isnan(prev[:, 0])] <= vi, axis=1).any()
+                if better:
+                    last, best = num, min(best, float(vi[0]))
+                top = num
+            else:
+                self._improve_state = (self._n, last, best, top)
+                self._improve_cache = (self._n, last)
+                return last
         v = self._v[: self._n]
         ok = np.where(~np.isnan(v[:, 0]))[0]
         last = -1
@@ -462,6 +517,9 @@ class GeneticSampler(BaseGASampler):
                 ]
             if len(better):
                 last = int(self._num[ok[better[-1]]])
+        top = int(self._num[ok[-1]]) if len(ok) else -1
+        best = float(v[ok, 0].min()) if len(ok) else math.inf
+        self._improve_state = (self._n, last, best, top)
         self._improve_cache = (self._n, last)
         return last
 
@@ -801,11 +859,13 @@ class GeneticSampler(BaseGASampler):
             return self._elite_cache[1]
         dist = self._distances(self._x[cand, : len(self._names)], cand)
         chosen = [0]
-        for i in range(1, len(cand)):
-            if dist[i, chosen].min() >= self._niche:
-                chosen.append(i)
-                if len(chosen) == s:
-                    break
+        free = dist[:, 0] >= self._niche  # not within the niche radius of a chosen row
+        free[0] = False
+        while len(chosen) < s and free.any():
+            i = int(np.argmax(free))  # the best row left outside every chosen row's niche
+            chosen.append(i)
+            free &= dist[:, i] >= self._niche
+            free[: i + 1] = False
         self._elite_cache = (key, cand[chosen])
         return cand[chosen]
 
@@ -867,13 +927,12 @@ class GeneticSampler(BaseGASampler):
         """Score of each candidate (lower is better): the fitness rank of its nearest evaluated
         trials (failures worst) plus its failure risk."""
         n = self._n
-        bad_all = np.ones(n)
-        bad_all[order] = np.arange(len(order)) / max(1, len(order))
         lo = max(0, n - _SURROGATE_WINDOW)
         elite = order[: self._survivors()]
         idx = np.concatenate([np.sort(elite[elite < lo]), np.arange(lo, n)])
         dist = self._distances(cands, idx)
-        bad = bad_all[idx]
+        rank = self._ranks(order)[idx]  # the fitness rank in [0, 1), failures 1
+        bad = np.where(rank >= 0, rank / max(1, len(order)), 1.0)
         k = min(3, len(idx))
         near = np.argpartition(dist, k - 1, axis=1)[:, :k]
         w = 1.0 / (np.take_along_axis(dist, near, axis=1) + 1e-3)
@@ -882,27 +941,26 @@ class GeneticSampler(BaseGASampler):
 
     def _distances(self, cands: np.ndarray, idx: np.ndarray) -> np.ndarray:
         """Distance of each candidate to each evaluated row in ``idx`` (sum of per-gene distances
-        in [0, 1]; an absent gene against a present one counts 1)."""
-        a, b = cands, self._x[idx, : len(self._names)]
-        if np.isnan(a).any() or np.isnan(b).any():
-            a, b = np.nan_to_num(a, nan=_ABSENT), np.nan_to_num(b, nan=_ABSENT)
-        diff = np.abs(a[:, None, :] - b[None, :, :])
-        diff *= self._scale  # 1 / (n - 1) for ordered genes; a categorical differs by >= 1
-        np.minimum(diff, 1.0, out=diff)
-        return diff.sum(axis=2)
+        in [0, 1]; an absent gene against a present one counts 1; see ``_distance.direct``),
+        from per-gene tables over the latest rows (:class:`RowDistances`)."""
+        return self._row_distances(
+            self._x, self._n, cands, idx, self._scale, self._nval, self._kind != _KINDS["cont"]
+        )
 
     def _fail_risk(self, cands: np.ndarray) -> np.ndarray:
         """Highest smoothed failure rate among the candidate's gene values (failures cluster on
         values such as too large blocks); the prior is the study's failure rate."""
         if not self._n_failed or not self._fail_tab:
             return np.zeros(len(cands))
-        if self._fail_stack[0] != self._n:
+        if self._fail_stack[0] != len(self._fail_tab):  # a gene got its table since
             cols = np.array(sorted(self._fail_tab))
             width = max(t.shape[1] for t in self._fail_tab.values())
             stack = np.zeros((2, len(cols), width))
             for i, j in enumerate(cols):
-                stack[:, i, : self._fail_tab[j].shape[1]] = self._fail_tab[j]
-            self._fail_stack = (self._n, cols, stack)
+                w = self._fail_tab[j].shape[1]
+                stack[:, i, :w] = self._fail_tab[j]
+                self._fail_tab[j] = stack[:, i, :w]  # a view: the counts of new rows land in the stack
+            self._fail_stack = (len(self._fail_tab), cols, stack)
         _, cols, stack = self._fail_stack
         c = cands[:, cols]
         absent = np.isnan(c)
@@ -1012,7 +1070,6 @@ class _Activation:
 
 
 _KINDS = {"ord": 0, "cat": 1, "cont": 2}
-_ABSENT = -1e12  # code of an absent gene in distances: differs by >= 1 from any present code
 _MAX_TABLE = 4096
 
 
