@@ -251,6 +251,7 @@ class GeneticSampler(BaseGASampler):
         self._fail_tab: dict[int, np.ndarray] = {}
         self._n_failed = 0
         self._fail_stack: tuple = (-1, None, None)
+        self._counted: tuple[int, list[int]] = (-1, [])
         self._row_distances = RowDistances(4 * _SURROGATE_WINDOW)
 
     def _gene_for(self, name: str, dist: BaseDistribution) -> None:
@@ -290,19 +291,29 @@ class GeneticSampler(BaseGASampler):
         self._n += 1
         failed = bool(np.isnan(values[0]))
         self._n_failed += failed
-        for j in np.where(~np.isnan(row))[0]:
-            g = self._genes[self._names[j]]
-            if g.kind == "cont" or g.n > _MAX_TABLE:
+        codes = row.tolist()
+        for j in self._counted_genes(len(row)):
+            code = codes[j]
+            if code != code:  # NaN: the gene is absent
                 continue
             tab = self._fail_tab.get(j)
             if tab is None:
-                tab = self._fail_tab[j] = np.zeros((2, g.n))
-            tab[0, int(row[j])] += failed
-            tab[1, int(row[j])] += 1
+                tab = self._fail_tab[j] = np.zeros((2, self._genes[self._names[j]].n))
+            if failed:
+                tab[0, int(code)] += 1
+            tab[1, int(code)] += 1
         if self._keys_d == len(self._names):
             self._keys.update(_keys(row[None, :]))
         if self._activation is not None and self._activation.d == len(row):
             self._activation.add(row)
+
+    def _counted_genes(self, d: int) -> list[int]:
+        """The first ``d`` genes that get value counts of failures (discrete, at most
+        ``_MAX_TABLE`` values)."""
+        if self._counted[0] != d:
+            genes = [self._genes[name] for name in self._names[:d]]
+            self._counted = (d, [j for j, g in enumerate(genes) if g.kind != "cont" and g.n <= _MAX_TABLE])
+        return self._counted[1]
 
     def _taken_finished(self) -> set[tuple]:
         d = len(self._names)
@@ -457,8 +468,8 @@ class GeneticSampler(BaseGASampler):
                 value = self._v[i, 0]
                 if not math.isnan(value):
                     at = int(np.searchsorted(keys, value, side="right"))  # after equal values
-                    order = np.insert(order, at, i)
-                    keys = np.insert(keys, at, value)
+                    order = np.concatenate((order[:at], [i], order[at:]))
+                    keys = np.concatenate((keys[:at], [value], keys[at:]))
         self._sorted = (n, order, keys)
         return order
 
@@ -935,7 +946,7 @@ class GeneticSampler(BaseGASampler):
         bad = np.where(rank >= 0, rank / max(1, len(order)), 1.0)
         k = min(3, len(idx))
         near = np.argpartition(dist, k - 1, axis=1)[:, :k]
-        w = 1.0 / (np.take_along_axis(dist, near, axis=1) + 1e-3)
+        w = 1.0 / (dist[np.arange(len(dist))[:, None], near] + 1e-3)
         score = (bad[near] * w).sum(axis=1) / w.sum(axis=1) + self._fail_risk(cands)
         return score + self._rng.uniform(0.0, 1e-6, len(score))
 
