@@ -193,14 +193,17 @@ def replay(
     n_trials: int,
     n_objectives: int = 1,
     per_trial: list[float] | None = None,
+    per_trial_cpu: list[float] | None = None,
 ) -> tuple[list, float]:
     """Run ``n_trials`` ask/tell steps; returns the per-trial results (None = failed) and the
-    seconds spent outside the table look-up (the sampler's own time plus Optuna's)."""
+    seconds spent outside the table look-up (the sampler's own time plus Optuna's); ``per_trial``
+    and ``per_trial_cpu`` collect that time per trial, wall-clock and CPU of this thread."""
     directions = ["minimize"] * n_objectives
     study = optuna.create_study(directions=directions, sampler=sampler)
     out: list = []
     spent = 0.0
     for _ in range(n_trials):
+        c0 = time.thread_time()
         t0 = time.perf_counter()
         trial = study.ask()
         try:
@@ -208,9 +211,9 @@ def replay(
         except optuna.TrialPruned:
             study.tell(trial, state=TrialState.PRUNED)
             break
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.thread_time()
         rec = space.table.get(cfg)
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.thread_time()
         if rec is None:
             study.tell(trial, state=TrialState.FAIL)
             out.append(None)
@@ -222,6 +225,8 @@ def replay(
         spent += dt
         if per_trial is not None:
             per_trial.append(dt)
+        if per_trial_cpu is not None:
+            per_trial_cpu.append((c1 - c0) + (time.thread_time() - c2))
         if study._stop_flag:
             break
     return out, spent
@@ -490,7 +495,35 @@ def cmd_report(args: argparse.Namespace) -> None:
             mean = np.median([r["ms_per_trial"] for r in recs])
             last = np.median([r["ms_per_trial_last100"] for r in recs])
             lines.append(f"| {name} | {ds} | {n} | {len(recs)} | {mean:.2f} | {last:.2f} |")
+        lines += _cpu_table(groups)
     print("\n".join(lines))
+
+
+def _cpu_table(groups: dict[tuple, list[dict]]) -> list[str]:
+    """CPU time per trial (runs that recorded it) and its ratio to NSGA-II's round by round (the
+    runs of one round ran one after the other, so a change of the machine's load hits both)."""
+    lines = [
+        "\n**CPU time per trial (ms of this thread; medians of runs; ratio to nsga2: median of the "
+        "per-round ratios)**\n",
+        "| sampler | dataset | trials in the study | runs | CPU ms per trial, mean over the study "
+        "| CPU ms per trial, last 100 trials | / nsga2 (mean over the study) | / nsga2 (last 100) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    found = False
+    for (n, name, ds), recs in sorted(groups.items()):
+        recs = [r for r in recs if "cpu_ms_per_trial" in r]
+        if not recs:
+            continue
+        found = True
+        ref = {r["repeat"]: r for r in groups.get((n, "nsga2", ds), []) if "cpu_ms_per_trial" in r}
+        ratios = []
+        for key in ("cpu_ms_per_trial", "cpu_ms_per_trial_last100"):
+            per_round = [r[key] / ref[r["repeat"]][key] for r in recs if r["repeat"] in ref]
+            ratios.append(f"{np.median(per_round):.2f}" if per_round and name != "nsga2" else "")
+        mean = np.median([r["cpu_ms_per_trial"] for r in recs])
+        last = np.median([r["cpu_ms_per_trial_last100"] for r in recs])
+        lines.append(f"| {name} | {ds} | {n} | {len(recs)} | {mean:.3f} | {last:.3f} | {ratios[0]} | {ratios[1]} |")
+    return lines if found else []
 
 
 def cmd_timing(args: argparse.Namespace) -> None:
@@ -503,7 +536,8 @@ def cmd_timing(args: argparse.Namespace) -> None:
         for rep in range(args.repeat):  # round robin, so a change of machine load hits every sampler
             for name in args.samplers.split(","):
                 per: list[float] = []
-                results, spent = replay(space, build_sampler(name, rep), n, per_trial=per)
+                cpu: list[float] = []
+                results, spent = replay(space, build_sampler(name, rep), n, per_trial=per, per_trial_cpu=cpu)
                 rec = {
                     "sampler": name,
                     "dataset": args.dataset,
@@ -511,6 +545,8 @@ def cmd_timing(args: argparse.Namespace) -> None:
                     "repeat": rep,
                     "ms_per_trial": 1000 * spent / len(results),
                     "ms_per_trial_last100": 1000 * float(np.mean(per[-100:])),
+                    "cpu_ms_per_trial": 1000 * float(np.sum(cpu)) / len(results),
+                    "cpu_ms_per_trial_last100": 1000 * float(np.mean(cpu[-100:])),
                 }
                 print(json.dumps(rec), flush=True)
                 with out.open("a") as fh:

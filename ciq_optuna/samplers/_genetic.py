@@ -856,7 +856,7 @@ class GeneticSampler(BaseGASampler):
         mut = (rng.rand(m, d) < min(1.0, rate * strength)) & self._mutable
         none = ~mut.any(axis=1)
         mut[np.where(none)[0], rng.choice(mutable, int(none.sum()))] = True
-        return np.where(mut, self._mutate(child, strength), child)
+        return self._mutate(child, strength, mut)
 
     def _elite(self, order: np.ndarray) -> np.ndarray:
         """The survivors, best first; with niching, each farther than the niche radius from the
@@ -880,25 +880,35 @@ class GeneticSampler(BaseGASampler):
         self._elite_cache = (key, cand[chosen])
         return cand[chosen]
 
-    def _mutate(self, x: np.ndarray, strength: float) -> np.ndarray:
-        """A mutated value for every gene of ``x`` (the caller keeps the ones it wants)."""
+    def _mutate(self, x: np.ndarray, strength: float, mask: np.ndarray) -> np.ndarray:
+        """``x`` with the genes in ``mask`` mutated.  Random numbers are drawn for every gene (the
+        stream stays the same whatever the mask); the arithmetic is done for the masked ones."""
         rng = self._rng
         m, d = x.shape
-        base = np.where(np.isnan(x), self._random_genomes(m), x)
-        n = self._nval
+
+        def masked(a: np.ndarray) -> np.ndarray:
+            return np.broadcast_to(a, (m, d))[mask]
+
+        xm = x[mask]
+        base = np.where(np.isnan(xm), self._random_genomes(m)[mask], xm)
+        n = masked(self._nval)
         # ordered: a signed step of at least one, mostly small; one in ten is a uniform re-draw
-        step = np.maximum(1.0, np.ceil(np.abs(rng.normal(0.0, 1.0, (m, d)) * self._sigma * strength)))
-        step *= np.where(rng.rand(m, d) < 0.5, -1.0, 1.0)
+        step = np.maximum(1.0, np.ceil(np.abs(rng.normal(0.0, 1.0, (m, d))[mask] * masked(self._sigma) * strength)))
+        step *= np.where(rng.rand(m, d)[mask] < 0.5, -1.0, 1.0)
         ordv = base + step
         ordv = np.where((ordv < 0) | (ordv > n - 1), base - step, ordv)
         ordv = np.clip(ordv, 0, n - 1)
-        ordv = np.where(rng.rand(m, d) < 0.1, np.floor(rng.rand(m, d) * n), ordv)
+        far = rng.rand(m, d)[mask] < 0.1
+        ordv = np.where(far, np.floor(rng.rand(m, d)[mask] * n), ordv)
         # categorical: another choice (a toggle for two states)
-        catv = (base + 1 + np.floor(rng.rand(m, d) * np.maximum(1, n - 1))) % n
+        catv = (base + 1 + np.floor(rng.rand(m, d)[mask] * np.maximum(1, n - 1))) % n
         # continuous: Gaussian in the transformed [0, 1] range, reflected at the ends
-        contv = np.abs(base + rng.normal(0.0, 0.1 * strength, (m, d)))
+        contv = np.abs(base + rng.normal(0.0, 0.1 * strength, (m, d))[mask])
         contv = np.clip(np.where(contv > 1.0, 2.0 - contv, contv), 0.0, 1.0)
-        return np.select([self._kind == 0, self._kind == 1], [ordv, catv], contv)
+        kind = masked(self._kind)
+        out = x.copy()
+        out[mask] = np.select([kind == 0, kind == 1], [ordv, catv], contv)
+        return out
 
     def _mixing(self) -> bool:
         """Whether the value statistics pre-select the children (the first ``_mix_gens``
