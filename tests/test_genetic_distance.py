@@ -70,11 +70,16 @@ def test_row_distances_equal_the_formula_bit_for_bit() -> None:
 
 
 class _Reference(GeneticSampler):
-    """GeneticSampler with the plain formulas: distances by ``direct``, the fitness order and
-    the last improvement worked out from every row on each call."""
+    """GeneticSampler with the plain formulas: distances by ``direct`` (the elite's too, all of
+    them on each call), the fitness order and the last improvement worked out from every row on
+    each call."""
 
     def _distances(self, cands: np.ndarray, idx: np.ndarray) -> np.ndarray:
         return direct(cands, self._x[idx, : len(self._names)], self._scale)
+
+    def _pair_distances(self, rows: np.ndarray) -> np.ndarray:
+        x = self._x[rows, : len(self._names)]
+        return direct(x, x, self._scale)
 
     def _sorted_rows(self) -> np.ndarray:
         v = self._v[: self._n, 0]

@@ -252,6 +252,7 @@ class GeneticSampler(BaseGASampler):
         self._n_failed = 0
         self._fail_stack: tuple = (-1, None, None)
         self._counted: tuple[int, list[int]] = (-1, [])
+        self._pairs: tuple[int, np.ndarray, np.ndarray | None] = (-1, np.empty(0, dtype=np.int64), None)
         self._row_distances = RowDistances(4 * _SURROGATE_WINDOW)
 
     def _gene_for(self, name: str, dist: BaseDistribution) -> None:
@@ -868,7 +869,7 @@ class GeneticSampler(BaseGASampler):
         key = (len(self._names), *cand.tolist())
         if self._elite_cache[0] == key:  # most new trials do not enter the top rows
             return self._elite_cache[1]
-        dist = self._distances(self._x[cand, : len(self._names)], cand)
+        dist = self._pair_distances(cand)
         chosen = [0]
         free = dist[:, 0] >= self._niche  # not within the niche radius of a chosen row
         free[0] = False
@@ -879,6 +880,30 @@ class GeneticSampler(BaseGASampler):
             free[: i + 1] = False
         self._elite_cache = (key, cand[chosen])
         return cand[chosen]
+
+    def _pair_distances(self, rows: np.ndarray) -> np.ndarray:
+        """``_distances`` of the evaluated rows ``rows`` to themselves.  The pairs of the last call
+        are reused (the top rows change by a row or two at a time); a new row's distances are
+        worked out once, as a distance is symmetric bit for bit (``|a - b| == |b - a|``)."""
+        d = len(self._names)
+        last_d, last_rows, last = self._pairs
+        if last is not None and last_d == d:
+            where = {r: i for i, r in enumerate(last_rows.tolist())}
+            at = np.array([where.get(r, -1) for r in rows.tolist()], dtype=np.intp)
+            new = np.flatnonzero(at < 0)
+            if len(new) <= len(rows) // 4:
+                old = np.flatnonzero(at >= 0)
+                dist = np.empty((len(rows), len(rows)))
+                dist[np.ix_(old, old)] = last[np.ix_(at[old], at[old])]
+                if len(new):
+                    fresh = self._distances(self._x[rows[new], :d], rows)
+                    dist[new] = fresh
+                    dist[:, new] = fresh.T
+                self._pairs = (d, rows, dist)
+                return dist
+        dist = self._distances(self._x[rows, :d], rows)
+        self._pairs = (d, rows, dist)
+        return dist
 
     def _mutate(self, x: np.ndarray, strength: float, mask: np.ndarray) -> np.ndarray:
         """``x`` with the genes in ``mask`` mutated.  Random numbers are drawn for every gene (the
