@@ -118,6 +118,8 @@ def build_sampler(name: str, seed: int, n_objectives: int = 1) -> optuna.sampler
     s = optuna.samplers
     if name.startswith("genetic:"):  # a variant for tuning, e.g. genetic:stall=3+epoch=4
         return genetic_variant(name, seed)
+    if name.startswith("genetic@"):  # the sampler module at a commit, e.g. genetic@173bc19
+        return genetic_at(name.split("@", 1)[1])(seed=seed)
     if name == "genetic":
         from ciq_optuna.samplers import GeneticSampler
 
@@ -187,6 +189,29 @@ def genetic_variant(name: str, seed: int) -> optuna.samplers.BaseSampler:
     return sampler
 
 
+@lru_cache(maxsize=4)
+def genetic_at(rev: str) -> type:
+    """GeneticSampler as ``samplers/_genetic.py`` was at commit ``rev`` (``git show``), imported
+    beside this tree's (its other imports resolve to this tree), so the two can be timed round
+    robin in one process."""
+    import importlib.util
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    source = subprocess.run(
+        ["git", "-C", str(root), "show", f"{rev}:ciq_optuna/samplers/_genetic.py"],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    path = Path(tempfile.mkdtemp(prefix="genetic-at-")) / f"genetic_{rev}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"ciq_optuna.samplers._genetic_at_{rev}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.GeneticSampler
+
+
 def replay(
     space: Space,
     sampler: optuna.samplers.BaseSampler,
@@ -213,7 +238,8 @@ def replay(
             break
         t1, c1 = time.perf_counter(), time.thread_time()
         rec = space.table.get(cfg)
-        t2, c2 = time.perf_counter(), time.thread_time()
+        c2 = time.thread_time()
+        t2 = time.perf_counter()  # the CPU clock is read outside the wall-clock intervals
         if rec is None:
             study.tell(trial, state=TrialState.FAIL)
             out.append(None)
@@ -533,7 +559,7 @@ def cmd_timing(args: argparse.Namespace) -> None:
     space = load_space(args.dataset)
     out = Path(args.out)
     for n in [int(x) for x in args.trials.split(",")]:
-        for rep in range(args.repeat):  # round robin, so a change of machine load hits every sampler
+        for rep in range(args.round0, args.round0 + args.repeat):  # round robin: the load hits every sampler
             for name in args.samplers.split(","):
                 per: list[float] = []
                 cpu: list[float] = []
@@ -574,6 +600,7 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--samplers", default="genetic,nsga2,random")
     t.add_argument("--trials", default="1000,5000")
     t.add_argument("--repeat", type=int, default=3)
+    t.add_argument("--round0", type=int, default=0, help="number (and seed) of the first round")
     t.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     if args.cmd == "run" and args.jobs > 2:
