@@ -118,6 +118,8 @@ def build_sampler(name: str, seed: int, n_objectives: int = 1) -> optuna.sampler
     s = optuna.samplers
     if name.startswith("genetic:"):  # a variant for tuning, e.g. genetic:stall=3+epoch=4
         return genetic_variant(name, seed)
+    if name.startswith("genetic@"):  # the sampler module at a commit, e.g. genetic@173bc19
+        return genetic_at(name.split("@", 1)[1])(seed=seed)
     if name == "genetic":
         from ciq_optuna.samplers import GeneticSampler
 
@@ -187,20 +189,46 @@ def genetic_variant(name: str, seed: int) -> optuna.samplers.BaseSampler:
     return sampler
 
 
+@lru_cache(maxsize=4)
+def genetic_at(rev: str) -> type:
+    """GeneticSampler as ``samplers/_genetic.py`` was at commit ``rev`` (``git show``), imported
+    beside this tree's (its other imports resolve to this tree), so the two can be timed round
+    robin in one process."""
+    import importlib.util
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    source = subprocess.run(
+        ["git", "-C", str(root), "show", f"{rev}:ciq_optuna/samplers/_genetic.py"],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    path = Path(tempfile.mkdtemp(prefix="genetic-at-")) / f"genetic_{rev}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"ciq_optuna.samplers._genetic_at_{rev}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.GeneticSampler
+
+
 def replay(
     space: Space,
     sampler: optuna.samplers.BaseSampler,
     n_trials: int,
     n_objectives: int = 1,
     per_trial: list[float] | None = None,
+    per_trial_cpu: list[float] | None = None,
 ) -> tuple[list, float]:
     """Run ``n_trials`` ask/tell steps; returns the per-trial results (None = failed) and the
-    seconds spent outside the table look-up (the sampler's own time plus Optuna's)."""
+    seconds spent outside the table look-up (the sampler's own time plus Optuna's); ``per_trial``
+    and ``per_trial_cpu`` collect that time per trial, wall-clock and CPU of this thread."""
     directions = ["minimize"] * n_objectives
     study = optuna.create_study(directions=directions, sampler=sampler)
     out: list = []
     spent = 0.0
     for _ in range(n_trials):
+        c0 = time.thread_time()
         t0 = time.perf_counter()
         trial = study.ask()
         try:
@@ -208,9 +236,10 @@ def replay(
         except optuna.TrialPruned:
             study.tell(trial, state=TrialState.PRUNED)
             break
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.thread_time()
         rec = space.table.get(cfg)
-        t2 = time.perf_counter()
+        c2 = time.thread_time()
+        t2 = time.perf_counter()  # the CPU clock is read outside the wall-clock intervals
         if rec is None:
             study.tell(trial, state=TrialState.FAIL)
             out.append(None)
@@ -222,6 +251,8 @@ def replay(
         spent += dt
         if per_trial is not None:
             per_trial.append(dt)
+        if per_trial_cpu is not None:
+            per_trial_cpu.append((c1 - c0) + (time.thread_time() - c2))
         if study._stop_flag:
             break
     return out, spent
@@ -490,7 +521,35 @@ def cmd_report(args: argparse.Namespace) -> None:
             mean = np.median([r["ms_per_trial"] for r in recs])
             last = np.median([r["ms_per_trial_last100"] for r in recs])
             lines.append(f"| {name} | {ds} | {n} | {len(recs)} | {mean:.2f} | {last:.2f} |")
+        lines += _cpu_table(groups)
     print("\n".join(lines))
+
+
+def _cpu_table(groups: dict[tuple, list[dict]]) -> list[str]:
+    """CPU time per trial (runs that recorded it) and its ratio to NSGA-II's round by round (the
+    runs of one round ran one after the other, so a change of the machine's load hits both)."""
+    lines = [
+        "\n**CPU time per trial (ms of this thread; medians of runs; ratio to nsga2: median of the "
+        "per-round ratios)**\n",
+        "| sampler | dataset | trials in the study | runs | CPU ms per trial, mean over the study "
+        "| CPU ms per trial, last 100 trials | / nsga2 (mean over the study) | / nsga2 (last 100) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    found = False
+    for (n, name, ds), recs in sorted(groups.items()):
+        recs = [r for r in recs if "cpu_ms_per_trial" in r]
+        if not recs:
+            continue
+        found = True
+        ref = {r["repeat"]: r for r in groups.get((n, "nsga2", ds), []) if "cpu_ms_per_trial" in r}
+        ratios = []
+        for key in ("cpu_ms_per_trial", "cpu_ms_per_trial_last100"):
+            per_round = [r[key] / ref[r["repeat"]][key] for r in recs if r["repeat"] in ref]
+            ratios.append(f"{np.median(per_round):.2f}" if per_round and name != "nsga2" else "")
+        mean = np.median([r["cpu_ms_per_trial"] for r in recs])
+        last = np.median([r["cpu_ms_per_trial_last100"] for r in recs])
+        lines.append(f"| {name} | {ds} | {n} | {len(recs)} | {mean:.3f} | {last:.3f} | {ratios[0]} | {ratios[1]} |")
+    return lines if found else []
 
 
 def cmd_timing(args: argparse.Namespace) -> None:
@@ -500,10 +559,11 @@ def cmd_timing(args: argparse.Namespace) -> None:
     space = load_space(args.dataset)
     out = Path(args.out)
     for n in [int(x) for x in args.trials.split(",")]:
-        for rep in range(args.repeat):  # round robin, so a change of machine load hits every sampler
+        for rep in range(args.round0, args.round0 + args.repeat):  # round robin: the load hits every sampler
             for name in args.samplers.split(","):
                 per: list[float] = []
-                results, spent = replay(space, build_sampler(name, rep), n, per_trial=per)
+                cpu: list[float] = []
+                results, spent = replay(space, build_sampler(name, rep), n, per_trial=per, per_trial_cpu=cpu)
                 rec = {
                     "sampler": name,
                     "dataset": args.dataset,
@@ -511,6 +571,8 @@ def cmd_timing(args: argparse.Namespace) -> None:
                     "repeat": rep,
                     "ms_per_trial": 1000 * spent / len(results),
                     "ms_per_trial_last100": 1000 * float(np.mean(per[-100:])),
+                    "cpu_ms_per_trial": 1000 * float(np.sum(cpu)) / len(results),
+                    "cpu_ms_per_trial_last100": 1000 * float(np.mean(cpu[-100:])),
                 }
                 print(json.dumps(rec), flush=True)
                 with out.open("a") as fh:
@@ -538,6 +600,7 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--samplers", default="genetic,nsga2,random")
     t.add_argument("--trials", default="1000,5000")
     t.add_argument("--repeat", type=int, default=3)
+    t.add_argument("--round0", type=int, default=0, help="number (and seed) of the first round")
     t.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     if args.cmd == "run" and args.jobs > 2:

@@ -18,6 +18,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from ciq_optuna.samplers._binaries import BinaryModel
+from ciq_optuna.samplers._distance import RowDistances
 from ciq_optuna.samplers._genes import Gene
 from ciq_optuna.samplers._optuna import (
     cached_trials,
@@ -238,6 +239,9 @@ class GeneticSampler(BaseGASampler):
         self._num = np.full(256, -1, dtype=np.int64)
         self._n = 0
         self._improve_cache: tuple[int, int] = (-1, -1)
+        self._improve_state: tuple[int, int, float, int] | None = None  # rows, last, best, top number
+        self._sorted: tuple[int, np.ndarray, np.ndarray] = (0, np.empty(0, dtype=np.int64), np.empty(0))
+        self._ranks_cache: tuple[np.ndarray | None, np.ndarray] = (None, np.empty(0, dtype=np.int64))
         self._binaries = BinaryModel()
         self._keys: set[tuple] = set()
         self._keys_d = 0
@@ -250,6 +254,9 @@ class GeneticSampler(BaseGASampler):
         self._fail_tab: dict[int, np.ndarray] = {}
         self._n_failed = 0
         self._fail_stack: tuple = (-1, None, None)
+        self._counted: tuple[int, list[int]] = (-1, [])
+        self._pairs: tuple[int, np.ndarray, np.ndarray | None] = (-1, np.empty(0, dtype=np.int64), None)
+        self._row_distances = RowDistances(4 * _SURROGATE_WINDOW)
 
     def _gene_for(self, name: str, dist: BaseDistribution) -> None:
         if name in self._genes:
@@ -288,19 +295,29 @@ class GeneticSampler(BaseGASampler):
         self._n += 1
         failed = bool(np.isnan(values[0]))
         self._n_failed += failed
-        for j in np.where(~np.isnan(row))[0]:
-            g = self._genes[self._names[j]]
-            if g.kind == "cont" or g.n > _MAX_TABLE:
+        codes = row.tolist()
+        for j in self._counted_genes(len(row)):
+            code = codes[j]
+            if code != code:  # NaN: the gene is absent
                 continue
             tab = self._fail_tab.get(j)
             if tab is None:
-                tab = self._fail_tab[j] = np.zeros((2, g.n))
-            tab[0, int(row[j])] += failed
-            tab[1, int(row[j])] += 1
+                tab = self._fail_tab[j] = np.zeros((2, self._genes[self._names[j]].n))
+            if failed:
+                tab[0, int(code)] += 1
+            tab[1, int(code)] += 1
         if self._keys_d == len(self._names):
             self._keys.update(_keys(row[None, :]))
         if self._activation is not None and self._activation.d == len(row):
             self._activation.add(row)
+
+    def _counted_genes(self, d: int) -> list[int]:
+        """The first ``d`` genes that get value counts of failures (discrete, at most
+        ``_MAX_TABLE`` values)."""
+        if self._counted[0] != d:
+            genes = [self._genes[name] for name in self._names[:d]]
+            self._counted = (d, [j for j, g in enumerate(genes) if g.kind != "cont" and g.n <= _MAX_TABLE])
+        return self._counted[1]
 
     def _taken_finished(self) -> set[tuple]:
         d = len(self._names)
@@ -426,12 +443,12 @@ class GeneticSampler(BaseGASampler):
         if self._order_cache[0] == self._n:
             return self._order_cache[1]
         v = self._v[: self._n]
-        ok = np.where(~np.isnan(v[:, 0]))[0]
-        if len(ok) == 0 or v.shape[1] == 1:
-            order = ok[np.argsort(v[ok, 0], kind="stable")]
+        if v.shape[1] == 1:
+            order = self._sorted_rows()
         else:
+            ok = np.where(~np.isnan(v[:, 0]))[0]
             vo = v[ok]
-            ranks = non_domination_rank(vo)
+            ranks = non_domination_rank(vo) if len(ok) else np.empty(0, dtype=int)
             crowd = np.zeros(len(ok))
             for r in np.unique(ranks):
                 m = np.where(ranks == r)[0]
@@ -439,6 +456,34 @@ class GeneticSampler(BaseGASampler):
             order = ok[np.lexsort((-crowd, ranks))]
         self._order_cache = (self._n, order)
         return order
+
+    def _sorted_rows(self) -> np.ndarray:
+        """One objective: the complete rows by value, ties by row (a stable sort), kept up to date
+        by inserting the rows added since the last call (O(rows) memory moves, no sort)."""
+        rows, order, keys = self._sorted
+        n = self._n
+        if n - rows > 64:
+            v = self._v[:n, 0]
+            ok = np.where(~np.isnan(v))[0]
+            order = ok[np.argsort(v[ok], kind="stable")]
+            keys = v[order]
+        else:
+            for i in range(rows, n):
+                value = self._v[i, 0]
+                if not math.isnan(value):
+                    at = int(np.searchsorted(keys, value, side="right"))  # after equal values
+                    order = np.concatenate((order[:at], [i], order[at:]))
+                    keys = np.concatenate((keys[:at], [value], keys[at:]))
+        self._sorted = (n, order, keys)
+        return order
+
+    def _ranks(self, order: np.ndarray) -> np.ndarray:
+        """Position of each row in ``order`` (-1: not in it, a failed trial)."""
+        if self._ranks_cache[0] is not order or len(self._ranks_cache[1]) != self._n:
+            ranks = np.full(self._n, -1, dtype=np.int64)
+            ranks[order] = np.arange(len(order))
+            self._ranks_cache = (order, ranks)
+        return self._ranks_cache[1]
 
     # ------------------------------------------------------------------ stagnation
 
@@ -448,6 +493,28 @@ class GeneticSampler(BaseGASampler):
         trials alone, so every worker of a study derives the same value."""
         if self._improve_cache[0] == self._n:
             return self._improve_cache[1]
+        state = self._improve_state
+        if state is not None and state[0] <= self._n:
+            rows, last, best, top = state
+            for i in range(rows, self._n):  # rows added since, in number order: O(1) (one objective)
+                vi = self._v[i]
+                if math.isnan(vi[0]):
+                    continue
+                num = int(self._num[i])
+                if num < top:
+                    break  # finished out of number order (parallel workers): scan again
+                if len(vi) == 1:
+                    better = vi[0] < best
+                else:  # no earlier complete trial dominates or equals it
+                    prev = self._v[:i]
+                    better = not np.all(prev[~np.isnan(prev[:, 0])] <= vi, axis=1).any()
+                if better:
+                    last, best = num, min(best, float(vi[0]))
+                top = num
+            else:
+                self._improve_state = (self._n, last, best, top)
+                self._improve_cache = (self._n, last)
+                return last
         v = self._v[: self._n]
         ok = np.where(~np.isnan(v[:, 0]))[0]
         last = -1
@@ -465,6 +532,9 @@ class GeneticSampler(BaseGASampler):
                 ]
             if len(better):
                 last = int(self._num[ok[better[-1]]])
+        top = int(self._num[ok[-1]]) if len(ok) else -1
+        best = float(v[ok, 0].min()) if len(ok) else math.inf
+        self._improve_state = (self._n, last, best, top)
         self._improve_cache = (self._n, last)
         return last
 
@@ -796,7 +866,7 @@ class GeneticSampler(BaseGASampler):
         mut = (rng.rand(m, d) < min(1.0, rate * strength)) & self._mutable
         none = ~mut.any(axis=1)
         mut[np.where(none)[0], rng.choice(mutable, int(none.sum()))] = True
-        return np.where(mut, self._mutate(child, strength), child)
+        return self._mutate(child, strength, mut)
 
     def _elite(self, order: np.ndarray) -> np.ndarray:
         """The survivors, best first; with niching, each farther than the niche radius from the
@@ -808,35 +878,71 @@ class GeneticSampler(BaseGASampler):
         key = (len(self._names), *cand.tolist())
         if self._elite_cache[0] == key:  # most new trials do not enter the top rows
             return self._elite_cache[1]
-        dist = self._distances(self._x[cand, : len(self._names)], cand)
+        dist = self._pair_distances(cand)
         chosen = [0]
-        for i in range(1, len(cand)):
-            if dist[i, chosen].min() >= self._niche:
-                chosen.append(i)
-                if len(chosen) == s:
-                    break
+        free = dist[:, 0] >= self._niche  # not within the niche radius of a chosen row
+        free[0] = False
+        while len(chosen) < s and free.any():
+            i = int(np.argmax(free))  # the best row left outside every chosen row's niche
+            chosen.append(i)
+            free &= dist[:, i] >= self._niche
+            free[: i + 1] = False
         self._elite_cache = (key, cand[chosen])
         return cand[chosen]
 
-    def _mutate(self, x: np.ndarray, strength: float) -> np.ndarray:
-        """A mutated value for every gene of ``x`` (the caller keeps the ones it wants)."""
+    def _pair_distances(self, rows: np.ndarray) -> np.ndarray:
+        """``_distances`` of the evaluated rows ``rows`` to themselves.  The pairs of the last call
+        are reused (the top rows change by a row or two at a time); a new row's distances are
+        worked out once, as a distance is symmetric bit for bit (``|a - b| == |b - a|``)."""
+        d = len(self._names)
+        last_d, last_rows, last = self._pairs
+        if last is not None and last_d == d:
+            where = {r: i for i, r in enumerate(last_rows.tolist())}
+            at = np.array([where.get(r, -1) for r in rows.tolist()], dtype=np.intp)
+            new = np.flatnonzero(at < 0)
+            if len(new) <= len(rows) // 4:
+                old = np.flatnonzero(at >= 0)
+                dist = np.empty((len(rows), len(rows)))
+                dist[np.ix_(old, old)] = last[np.ix_(at[old], at[old])]
+                if len(new):
+                    fresh = self._distances(self._x[rows[new], :d], rows)
+                    dist[new] = fresh
+                    dist[:, new] = fresh.T
+                self._pairs = (d, rows, dist)
+                return dist
+        dist = self._distances(self._x[rows, :d], rows)
+        self._pairs = (d, rows, dist)
+        return dist
+
+    def _mutate(self, x: np.ndarray, strength: float, mask: np.ndarray) -> np.ndarray:
+        """``x`` with the genes in ``mask`` mutated.  Random numbers are drawn for every gene (the
+        stream stays the same whatever the mask); the arithmetic is done for the masked ones."""
         rng = self._rng
         m, d = x.shape
-        base = np.where(np.isnan(x), self._random_genomes(m), x)
-        n = self._nval
+
+        def masked(a: np.ndarray) -> np.ndarray:
+            return np.broadcast_to(a, (m, d))[mask]
+
+        xm = x[mask]
+        base = np.where(np.isnan(xm), self._random_genomes(m)[mask], xm)
+        n = masked(self._nval)
         # ordered: a signed step of at least one, mostly small; one in ten is a uniform re-draw
-        step = np.maximum(1.0, np.ceil(np.abs(rng.normal(0.0, 1.0, (m, d)) * self._sigma * strength)))
-        step *= np.where(rng.rand(m, d) < 0.5, -1.0, 1.0)
+        step = np.maximum(1.0, np.ceil(np.abs(rng.normal(0.0, 1.0, (m, d))[mask] * masked(self._sigma) * strength)))
+        step *= np.where(rng.rand(m, d)[mask] < 0.5, -1.0, 1.0)
         ordv = base + step
         ordv = np.where((ordv < 0) | (ordv > n - 1), base - step, ordv)
         ordv = np.clip(ordv, 0, n - 1)
-        ordv = np.where(rng.rand(m, d) < 0.1, np.floor(rng.rand(m, d) * n), ordv)
+        far = rng.rand(m, d)[mask] < 0.1
+        ordv = np.where(far, np.floor(rng.rand(m, d)[mask] * n), ordv)
         # categorical: another choice (a toggle for two states)
-        catv = (base + 1 + np.floor(rng.rand(m, d) * np.maximum(1, n - 1))) % n
+        catv = (base + 1 + np.floor(rng.rand(m, d)[mask] * np.maximum(1, n - 1))) % n
         # continuous: Gaussian in the transformed [0, 1] range, reflected at the ends
-        contv = np.abs(base + rng.normal(0.0, 0.1 * strength, (m, d)))
+        contv = np.abs(base + rng.normal(0.0, 0.1 * strength, (m, d))[mask])
         contv = np.clip(np.where(contv > 1.0, 2.0 - contv, contv), 0.0, 1.0)
-        return np.select([self._kind == 0, self._kind == 1], [ordv, catv], contv)
+        kind = masked(self._kind)
+        out = x.copy()
+        out[mask] = np.select([kind == 0, kind == 1], [ordv, catv], contv)
+        return out
 
     def _mixing(self) -> bool:
         """Whether the value statistics pre-select the children (the first ``_mix_gens``
@@ -876,42 +982,40 @@ class GeneticSampler(BaseGASampler):
         """Score of each candidate (lower is better): the fitness rank of its nearest evaluated
         trials (failures worst) plus its failure risk."""
         n = self._n
-        bad_all = np.ones(n)
-        bad_all[order] = np.arange(len(order)) / max(1, len(order))
         lo = max(0, n - _SURROGATE_WINDOW)
         elite = order[: self._survivors()]
         idx = np.concatenate([np.sort(elite[elite < lo]), np.arange(lo, n)])
         dist = self._distances(cands, idx)
-        bad = bad_all[idx]
+        rank = self._ranks(order)[idx]  # the fitness rank in [0, 1), failures 1
+        bad = np.where(rank >= 0, rank / max(1, len(order)), 1.0)
         k = min(3, len(idx))
         near = np.argpartition(dist, k - 1, axis=1)[:, :k]
-        w = 1.0 / (np.take_along_axis(dist, near, axis=1) + 1e-3)
+        w = 1.0 / (dist[np.arange(len(dist))[:, None], near] + 1e-3)
         score = (bad[near] * w).sum(axis=1) / w.sum(axis=1) + self._fail_risk(cands)
         return score + self._rng.uniform(0.0, 1e-6, len(score))
 
     def _distances(self, cands: np.ndarray, idx: np.ndarray) -> np.ndarray:
         """Distance of each candidate to each evaluated row in ``idx`` (sum of per-gene distances
-        in [0, 1]; an absent gene against a present one counts 1)."""
-        a, b = cands, self._x[idx, : len(self._names)]
-        if np.isnan(a).any() or np.isnan(b).any():
-            a, b = np.nan_to_num(a, nan=_ABSENT), np.nan_to_num(b, nan=_ABSENT)
-        diff = np.abs(a[:, None, :] - b[None, :, :])
-        diff *= self._scale  # 1 / (n - 1) for ordered genes; a categorical differs by >= 1
-        np.minimum(diff, 1.0, out=diff)
-        return diff.sum(axis=2)
+        in [0, 1]; an absent gene against a present one counts 1; see ``_distance.direct``),
+        from per-gene tables over the latest rows (:class:`RowDistances`)."""
+        return self._row_distances(
+            self._x, self._n, cands, idx, self._scale, self._nval, self._kind != _KINDS["cont"]
+        )
 
     def _fail_risk(self, cands: np.ndarray) -> np.ndarray:
         """Highest smoothed failure rate among the candidate's gene values (failures cluster on
         values such as too large blocks); the prior is the study's failure rate."""
         if not self._n_failed or not self._fail_tab:
             return np.zeros(len(cands))
-        if self._fail_stack[0] != self._n:
+        if self._fail_stack[0] != len(self._fail_tab):  # a gene got its table since
             cols = np.array(sorted(self._fail_tab))
             width = max(t.shape[1] for t in self._fail_tab.values())
             stack = np.zeros((2, len(cols), width))
             for i, j in enumerate(cols):
-                stack[:, i, : self._fail_tab[j].shape[1]] = self._fail_tab[j]
-            self._fail_stack = (self._n, cols, stack)
+                w = self._fail_tab[j].shape[1]
+                stack[:, i, :w] = self._fail_tab[j]
+                self._fail_tab[j] = stack[:, i, :w]  # a view: the counts of new rows land in the stack
+            self._fail_stack = (len(self._fail_tab), cols, stack)
         _, cols, stack = self._fail_stack
         c = cands[:, cols]
         absent = np.isnan(c)
@@ -1021,7 +1125,6 @@ class _Activation:
 
 
 _KINDS = {"ord": 0, "cat": 1, "cont": 2}
-_ABSENT = -1e12  # code of an absent gene in distances: differs by >= 1 from any present code
 _MAX_TABLE = 4096
 
 

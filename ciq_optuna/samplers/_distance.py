@@ -1,0 +1,174 @@
+"""Gene distances of candidate genomes to evaluated rows for GeneticSampler, fast and bit for bit.
+
+The distance (:func:`direct`) is the sum over genes of ``min(|a - b| * scale, 1)``, an absent
+gene (NaN) coded :data:`ABSENT` (so it differs by 1 from a present one), summed by numpy over the
+last axis of an ``(m, k, d)`` array.  The sampler breaks ties between equal distances (the
+nearest neighbours, the niche), so a faster computation must give the same floating-point values
+to keep its proposals.  :class:`RowDistances` does: the term of a discrete gene (few integer
+codes) for every recent row is looked up in a table of its possible values against those rows,
+made once per row, instead of being worked out for each candidate; other genes use the formula;
+the genes are summed in numpy's own pairwise order (:func:`pairwise_sum`).
+tests/test_genetic_distance.py checks both against each other.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ABSENT = -1e12  # code of an absent gene in distances: differs by >= 1 from any present code
+_TABLE_VALUES = 64  # genes with at most this many values get a table
+_TABLE_CELLS = 1024  # table rows (values + 1 for absent) over all genes, at most
+_PW_BLOCK = 128  # numpy's PW_BLOCKSIZE
+_MIN_RUN = 16  # consecutive rows at the end of those asked for, read from the table as they are
+
+
+def direct(a: np.ndarray, b: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Distance of each row of ``a`` to each row of ``b``: the reference formula."""
+    if np.isnan(a).any() or np.isnan(b).any():
+        a, b = np.nan_to_num(a, nan=ABSENT), np.nan_to_num(b, nan=ABSENT)
+    diff = np.abs(a[:, None, :] - b[None, :, :])
+    diff *= scale  # 1 / (n - 1) for ordered genes; a categorical differs by >= 1
+    np.minimum(diff, 1.0, out=diff)
+    return diff.sum(axis=2)
+
+
+def pairwise_sum(terms: np.ndarray) -> np.ndarray:
+    """Sum over axis 0 of ``terms`` (d, ...) in the order numpy's pairwise summation adds ``d``
+    contiguous numbers (``np.add.reduce`` over a contiguous last axis), so the result equals
+    ``np.moveaxis(terms, 0, -1).copy().sum(axis=-1)`` bit for bit.  ``terms`` is overwritten."""
+    return _pairwise(terms, 0, len(terms))
+
+
+def _pairwise(t: np.ndarray, lo: int, n: int) -> np.ndarray:
+    if n < 8:
+        res = t[lo]
+        for i in range(lo + 1, lo + n):
+            res += t[i]
+        return res
+    if n <= _PW_BLOCK:
+        r = t[lo : lo + 8]  # eight accumulators, then ((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7))
+        i = 8
+        while i < n - n % 8:
+            r += t[lo + i : lo + i + 8]
+            i += 8
+        r[0] += r[1]
+        r[2] += r[3]
+        r[4] += r[5]
+        r[6] += r[7]
+        r[0] += r[2]
+        r[4] += r[6]
+        r[0] += r[4]
+        for j in range(lo + i, lo + n):
+            r[0] += t[j]
+        return r[0]
+    n2 = n // 2
+    n2 -= n2 % 8
+    res = _pairwise(t, lo, n2)
+    res += _pairwise(t, lo + n2, n - n2)
+    return res
+
+
+class RowDistances:
+    """:func:`direct` against rows of the sampler's genome matrix, with per-gene tables over the
+    latest ``window`` rows (kept in a buffer of twice that, shifted when full: O(values) per row).
+
+    Rows must not change once added; a change of the genes (``d``, kinds or value counts) makes
+    the tables again from the rows.
+    """
+
+    def __init__(self, window: int = 1024) -> None:
+        self.window = window
+        self._key: tuple = ()
+        self._offset = np.zeros(0, dtype=np.intp)  # per gene: its first table row (tabled genes)
+        self._row_gene = np.zeros(0, dtype=np.intp)
+        self._has_table = np.zeros(0, dtype=bool)
+        self._table = np.empty((0, 0))  # rows: (gene, value or absent); columns: evaluated rows
+        self._base = 0  # row of column 0
+        self._upto = 0  # rows [base, upto) are in the table
+
+    def __call__(
+        self, x: np.ndarray, n: int, cands: np.ndarray, idx: np.ndarray, scale: np.ndarray,
+        nval: np.ndarray, tabled: np.ndarray,
+    ) -> np.ndarray:
+        """Distances of ``cands`` (m x d) to rows ``idx`` of ``x`` (its first ``n`` rows are
+        final); ``nval``: values per gene; ``tabled``: genes coded by integers below ``nval``
+        (the others use the formula, gene by gene)."""
+        d = cands.shape[1]
+        self._update(x, n, d, scale, nval, tabled)
+        m, k = len(cands), len(idx)
+        if k == 0 or m == 0 or d == 0:
+            return np.zeros((m, k))
+        # the table's columns for the rows asked for: a view of a run of consecutive rows in the
+        # table; columns made afresh (the same formula) for the other rows, e.g. old elite rows
+        breaks = np.flatnonzero(np.diff(idx) != 1)
+        a = int(breaks[-1]) + 1 if len(breaks) else 0  # idx[a:] are consecutive rows
+        run = (a == 0 or k - a >= _MIN_RUN) and int(idx[a]) >= self._base and int(idx[-1]) < self._upto
+        if run:
+            table = self._table[:, int(idx[a]) - self._base : int(idx[-1]) + 1 - self._base]
+            if a:
+                table = np.concatenate([self._columns(x[idx[:a]]), table], axis=1)
+        else:
+            table = self._columns(x[idx])
+        nan = np.isnan(cands)
+        valid = nan | ((cands >= 0) & (cands < nval) & (cands == np.floor(cands)))
+        looked = valid.all(axis=0) & self._has_table
+        codes = np.where(nan, nval, np.where(valid, cands, 0)).astype(np.intp)
+        rows = np.where(looked, codes + self._offset, 0).T
+        terms = table[rows]  # (d, m, k): every gene's term
+        for j in np.flatnonzero(~looked).tolist():
+            terms[j] = _gene_formula(cands[:, j], x[idx, j], scale[j])
+        return pairwise_sum(terms)
+
+    def _columns(self, b: np.ndarray) -> np.ndarray:
+        """Table columns for the genome rows ``b``: the term of each (gene, value) against each."""
+        if not len(self._row_gene):
+            return np.zeros((1, len(b)))
+        b = b.T[self._row_gene]  # (table rows, rows of b): the gene of each table row
+        diff = np.abs(self._row_code[:, None] - np.where(np.isnan(b), ABSENT, b))
+        diff *= self._row_scale[:, None]
+        np.minimum(diff, 1.0, out=diff)
+        return diff
+
+    def _update(
+        self, x: np.ndarray, n: int, d: int, scale: np.ndarray, nval: np.ndarray, tabled: np.ndarray
+    ) -> None:
+        key = (d, scale.tobytes(), nval.tobytes(), tabled.tobytes())
+        cap = 2 * self.window
+        if key != self._key:
+            self._key = key
+            order = sorted(np.flatnonzero(tabled & (nval <= _TABLE_VALUES)).tolist(), key=lambda j: (nval[j], j))
+            genes, cells = [], 0
+            for j in order:
+                if cells + int(nval[j]) + 1 > _TABLE_CELLS:
+                    break
+                genes.append(j)
+                cells += int(nval[j]) + 1
+            self._has_table = np.zeros(d, dtype=bool)
+            self._has_table[genes] = True
+            sizes = np.where(self._has_table, nval + 1, 0).astype(np.intp)
+            self._offset = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
+            # per table row: its gene, value code (ABSENT: the gene absent from the candidate), scale
+            self._row_gene = np.repeat(np.arange(d), sizes)
+            self._row_code = np.concatenate([[*range(z - 1), ABSENT] for z in sizes.tolist() if z] or [[]]) * 1.0
+            self._row_scale = scale[self._row_gene]
+            self._table = np.zeros((max(1, len(self._row_gene)), cap))
+            self._base = self._upto = max(0, n - self.window)
+        if n <= self._upto:
+            return
+        if n - self._base > cap:  # keep the latest ``window`` rows, at the front
+            new_base = n - self.window
+            keep = max(0, self._upto - new_base)
+            self._table[:, :keep] = self._table[:, new_base - self._base : self._upto - self._base]
+            self._base, self._upto = new_base, new_base + keep
+        self._table[:, self._upto - self._base : n - self._base] = self._columns(x[self._upto : n, :d])
+        self._upto = n
+
+
+def _gene_formula(a: np.ndarray, b: np.ndarray, scale: float) -> np.ndarray:
+    """One gene's term of :func:`direct` for codes ``a`` (rows of the result) against ``b``."""
+    a = np.where(np.isnan(a), ABSENT, a)
+    b = np.where(np.isnan(b), ABSENT, b)
+    diff = np.abs(a[:, None] - b[None, :])
+    diff *= scale
+    np.minimum(diff, 1.0, out=diff)
+    return diff
