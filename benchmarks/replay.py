@@ -159,6 +159,13 @@ GENETIC_KNOBS = {
     "fw": "_fail_weight",
     "mixg": "_mix_gens",
     "kc": "_knn_cands",
+    "ls": "_ls_share",
+    "lss": "_ls_stall",
+    "lsg": "_ls_gens",
+    "lsr": "_ls_risk",
+    "lsd": "_ls_depth",
+    "g0": "_g0_guide",
+    "fill": "_g0_fill",
 }
 
 

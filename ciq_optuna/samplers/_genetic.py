@@ -18,7 +18,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from ciq_optuna.samplers._binaries import BinaryModel
-from ciq_optuna.samplers._genes import Gene
+from ciq_optuna.samplers._genes import Gene, neighbours
 from ciq_optuna.samplers._optuna import (
     cached_trials,
     contains,
@@ -59,6 +59,18 @@ _FAIL_WEIGHT = 0.0  # weight of the failure risk in the value-statistics score o
 _MIX_GENS = 8  # "mix" while fewer trials than this many generations finished, then "knn"
 _KNN_CANDS = 16  # children compared by "knn" alone (its distances cost the most per candidate)
 _CHILD_BATCH = 512  # children bred at once per elite (drawn from by later trials while it holds)
+# Local search (see GeneticSampler._local): share of the trials that try an unseen one-gene
+# neighbour of the best trials, before and after _LS_GENS whole generations without improvement;
+# neighbours likelier to fail than _LS_RISK (or than the trial they come from) are left out.
+_LS_SHARE = 0.0
+_LS_STALL = 0.0
+_LS_GENS = 1
+_LS_RISK = 0.5
+_LS_DEPTH = 1  # 2: when a trial's one-gene neighbourhood is done, its two-gene one follows
+# Generation 0: from this many finished trials on, the value statistics pick among random
+# candidates (0: every trial of generation 0 is random); _G0_FILL: prefer seldom-tried values.
+_G0_GUIDE = 0
+_G0_FILL = False
 # Binary-aware search: share of predicted repeats compiled anyway, so a wrong prediction is caught.
 _CHECK_RATE = 0.1
 # ... and of those that stretch an inertness to a context not seen yet (BinaryModel.predict).
@@ -200,6 +212,13 @@ class GeneticSampler(BaseGASampler):
         self._fail_weight = _FAIL_WEIGHT
         self._mix_gens = _MIX_GENS
         self._knn_cands = _KNN_CANDS
+        self._ls_share = _LS_SHARE
+        self._ls_stall = _LS_STALL
+        self._ls_gens = _LS_GENS
+        self._ls_risk = _LS_RISK
+        self._ls_depth = _LS_DEPTH
+        self._g0_guide = _G0_GUIDE
+        self._g0_fill = _G0_FILL
         self._child_batches: dict[tuple, list] = {}
         self._counts: ValueCounts | None = None
         self._binary_attr = binary_attr
@@ -658,15 +677,20 @@ class GeneticSampler(BaseGASampler):
         fixed_cols = np.where(~np.isnan(fixed_row))[0]
         order = self._order()
         evolve = generation > 0 and len(order) > 0
-        parents, explore = order, False
+        parents, explore, stalled = order, False, 0
         if evolve and not fixed:
-            _, start = self._stagnation_at(generation, pool_size)
+            stalled, start = self._stagnation_at(generation, pool_size)
             slot = number % pool_size
             if start is not None and generation == start:
                 explore = slot < math.ceil(self._explore_share * pool_size)
             elif start is not None and slot >= round(self._epoch_global * pool_size):
                 parents = order[self._num[order] >= start * pool_size]
                 explore = len(parents) < 2
+        if evolve and not fixed and not explore and self._local_turn(number, stalled):
+            local = self._local(order, taken)
+            if local is not None:
+                i = int(np.argmin(self._knn_score(local, order))) if len(local) > 1 else 0
+                return self._decode(local[i]), self._binaries.predict(local[i : i + 1])[0] if self._binaries.active else None
         pool: list[np.ndarray] = []  # blocks of fresh candidate rows
         n_fresh = 0
         seen: set[tuple] = set()
@@ -706,13 +730,63 @@ class GeneticSampler(BaseGASampler):
             new = [i for i, p in enumerate(predicted) if p is None]
             if self._avoid_repeats and 0 < len(new) < len(fresh):  # spend the trial on a new binary
                 fresh, predicted = fresh[new], [None] * len(new)
-        if len(fresh) == 1 or not evolve:
+        if not evolve and len(fresh) > 1 and not fixed and (self._g0_fill or self._g0_guide):
+            i = self._first_pick(fresh, order)
+        elif len(fresh) == 1 or not evolve:
             i = 0
         elif explore:
             i = self._explore_pick(fresh, order)
         else:
             i = self._pick(fresh, order)
         return self._decode(fresh[i]), predicted[i]
+
+    def _local_turn(self, number: int, stalled: int) -> bool:
+        """Whether trial ``number`` is a local-search trial: a share ``_ls_share`` of the trials,
+        ``_ls_stall`` once ``_ls_gens`` whole generations brought no improvement, spread evenly
+        over the trial numbers."""
+        share = self._ls_stall if stalled >= self._ls_gens else self._ls_share
+        return share > 0 and math.floor((number + 1) * share) > math.floor(number * share)
+
+    def _local(self, order: np.ndarray, taken: _Taken) -> np.ndarray | None:
+        """Unseen one-gene neighbours of the best trial, else of the next survivor (in elite
+        order), leaving out those likelier to fail than ``_ls_risk`` and than the trial they
+        come from; None when every survivor's neighbourhood is done.  On a small discrete space
+        this walks the neighbourhood of the best trial, which the random children may miss for
+        hundreds of trials."""
+        d = len(self._names)
+        for r, depth in ((r, depth) for r in self._elite(order) for depth in range(1, self._ls_depth + 1)):
+            row = self._x[r, :d]
+            cands = neighbours(row, self._kind, self._nval, self._rng, depth)
+            for j in self._snap_cols:
+                cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
+            cands = self._project(cands)
+            seen: set[tuple] = set()
+            new = []
+            for i, k in enumerate(_keys(cands)):
+                if k not in taken and k not in seen:
+                    seen.add(k)
+                    new.append(i)
+            if not new:
+                continue
+            cands = cands[new]
+            cands = cands[self._fail_risk(cands) <= max(self._ls_risk, float(self._fail_risk(row[None, :])[0]))]
+            if len(cands) > 2 * _KNN_CANDS:  # the nearest-neighbour pick compares the most typical ones
+                cands = cands[np.argsort(self._value_counts(order).score(cands), kind="stable")[: 2 * _KNN_CANDS]]
+            if len(cands):
+                return cands
+        return None
+
+    def _first_pick(self, cands: np.ndarray, order: np.ndarray) -> int:
+        """Pick in generation 0: by the value statistics and failure risk once ``_g0_guide``
+        trials finished with at least two complete ones, else (``_g0_fill``) the candidate made
+        of the least tried values, else the first (random) one."""
+        if self._g0_guide and self._n >= self._g0_guide and len(order) >= 2:
+            score = self._value_counts(order).score(cands) + self._fail_risk(cands)
+            return int(np.argmin(score + self._rng.uniform(0.0, 1e-6, len(score))))
+        if self._g0_fill and self._n:
+            rarity = self._value_counts(order).rarity(cands)
+            return int(np.argmin(rarity + self._rng.uniform(0.0, 1e-6, len(rarity))))
+        return 0
 
     def _enumerate(self, taken: _Taken) -> dict[str, Any] | _Exhausted:
         total = float(np.prod(self._size))
