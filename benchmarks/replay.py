@@ -164,6 +164,9 @@ GENETIC_KNOBS = {
     "lsg": "_ls_gens",
     "lsr": "_ls_risk",
     "lsd": "_ls_depth",
+    "lsn": "_ls_survivors",
+    "lsre": "_ls_restart",
+    "lsk": "_ls_keep",
     "g0": "_g0_guide",
     "fill": "_g0_fill",
 }

@@ -67,6 +67,11 @@ _LS_STALL = 0.0
 _LS_GENS = 1
 _LS_RISK = 0.5
 _LS_DEPTH = 1  # 2: when a trial's one-gene neighbourhood is done, its two-gene one follows
+_LS_SURVIVORS = 1_000  # survivors whose neighbourhoods are walked (best first)
+# While a restart is running (stagnation): 1 local search as at other times, 0 none, 2 only
+# in the trials that breed from the study's elite (not the explorers or the restart's elite)
+_LS_RESTART = 1
+_LS_KEEP = 32  # neighbours that the value statistics pass on to the nearest-neighbour pick
 # Generation 0: from this many finished trials on, the value statistics pick among random
 # candidates (0: every trial of generation 0 is random); _G0_FILL: prefer seldom-tried values.
 _G0_GUIDE = 0
@@ -217,6 +222,9 @@ class GeneticSampler(BaseGASampler):
         self._ls_gens = _LS_GENS
         self._ls_risk = _LS_RISK
         self._ls_depth = _LS_DEPTH
+        self._ls_survivors = _LS_SURVIVORS
+        self._ls_restart = _LS_RESTART
+        self._ls_keep = _LS_KEEP
         self._g0_guide = _G0_GUIDE
         self._g0_fill = _G0_FILL
         self._child_batches: dict[tuple, list] = {}
@@ -677,7 +685,7 @@ class GeneticSampler(BaseGASampler):
         fixed_cols = np.where(~np.isnan(fixed_row))[0]
         order = self._order()
         evolve = generation > 0 and len(order) > 0
-        parents, explore, stalled = order, False, 0
+        parents, explore, stalled, start = order, False, 0, None
         if evolve and not fixed:
             stalled, start = self._stagnation_at(generation, pool_size)
             slot = number % pool_size
@@ -686,7 +694,8 @@ class GeneticSampler(BaseGASampler):
             elif start is not None and slot >= round(self._epoch_global * pool_size):
                 parents = order[self._num[order] >= start * pool_size]
                 explore = len(parents) < 2
-        if evolve and not fixed and not explore and self._local_turn(number, stalled):
+        ls_now = start is None or self._ls_restart == 1 or (self._ls_restart == 2 and parents is order)
+        if evolve and not fixed and not explore and ls_now and self._local_turn(number, stalled):
             local = self._local(order, taken)
             if local is not None:
                 i = int(np.argmin(self._knn_score(local, order))) if len(local) > 1 else 0
@@ -754,7 +763,7 @@ class GeneticSampler(BaseGASampler):
         this walks the neighbourhood of the best trial, which the random children may miss for
         hundreds of trials."""
         d = len(self._names)
-        for r, depth in ((r, depth) for r in self._elite(order) for depth in range(1, self._ls_depth + 1)):
+        for r, depth in ((r, depth) for r in self._elite(order)[: self._ls_survivors] for depth in range(1, self._ls_depth + 1)):
             row = self._x[r, :d]
             cands = neighbours(row, self._kind, self._nval, self._rng, depth)
             for j in self._snap_cols:
@@ -770,8 +779,8 @@ class GeneticSampler(BaseGASampler):
                 continue
             cands = cands[new]
             cands = cands[self._fail_risk(cands) <= max(self._ls_risk, float(self._fail_risk(row[None, :])[0]))]
-            if len(cands) > 2 * _KNN_CANDS:  # the nearest-neighbour pick compares the most typical ones
-                cands = cands[np.argsort(self._value_counts(order).score(cands), kind="stable")[: 2 * _KNN_CANDS]]
+            if len(cands) > self._ls_keep:  # the nearest-neighbour pick compares the most typical ones
+                cands = cands[np.argsort(self._value_counts(order).score(cands), kind="stable")[: self._ls_keep]]
             if len(cands):
                 return cands
         return None
