@@ -57,10 +57,11 @@ def test_local_search_takes_unseen_neighbours_of_the_best_and_skips_failing_valu
     trials = [(2, "x", 0.0), (1, "x", 1.0), (3, "x", 1.0), (0, "y", 5.0), (1, "z", 6.0)]
     trials += [(4, "y", None), (4, "z", None)]  # a = 4 fails
     sampler = GeneticSampler(pool_size=4, seed=0)
+    sampler._ls_risk = 0.5  # a = 4 failed in 2 of 2 trials: smoothed risk 0.64
     found = _local(sampler, _study(sampler, trials))
     assert (0, "x") in found and (2, "y") in found and (2, "z") in found
     assert all(a == 2 or b == "x" for a, b in found)  # one gene away from the best (2, "x")
-    assert (4, "x") not in found  # likelier to fail than the best trial and than _ls_risk
+    assert (4, "x") not in found  # likelier to fail than the best trial and than 0.5
     assert not found & {(a, b) for a, b, _ in trials}
 
 
@@ -68,13 +69,19 @@ def test_local_search_moves_to_the_next_survivor_when_the_best_is_surrounded() -
     best = [(2, "x", 0.0), (0, "x", 3.0), (1, "x", 3.0), (3, "x", 3.0), (4, "x", 3.0), (2, "y", 3.0), (2, "z", 3.0)]
     sampler = GeneticSampler(pool_size=4, survivors=3, seed=0)
     found = _local(sampler, _study(sampler, [*best, (0, "z", 1.0)]))
-    assert found  # the best's neighbourhood is done: neighbours of the next survivor come
+    assert found  # the best's one-gene neighbourhood is done: its two-gene neighbours come
+    assert all(a != 2 and b != "x" for a, b in found)
+    sampler = GeneticSampler(pool_size=4, survivors=3, seed=0)
+    sampler._ls_depth = 1
+    found = _local(sampler, _study(sampler, [*best, (0, "z", 1.0)]))
+    assert found  # one gene only: the neighbours of the next survivor come
     assert all(a == 0 or b == "z" for a, b in found)
 
 
 def test_stalled_search_walks_the_neighbourhood_of_the_best() -> None:
-    """With local search after one generation without improvement, every configuration one gene
-    away from the best (all valid here) is evaluated soon after the search stops improving."""
+    """With local search in every trial after one generation without improvement, every
+    configuration one gene away from the best (all valid here) is evaluated soon after the search
+    stops improving (without local search some are still missing after 200 trials)."""
 
     def objective(trial: optuna.Trial) -> float:
         x = [trial.suggest_int(k, 0, 7) for k in "abcd"]
@@ -82,6 +89,7 @@ def test_stalled_search_walks_the_neighbourhood_of_the_best() -> None:
 
     sampler = GeneticSampler(pool_size=8, seed=1)
     sampler._ls_stall = 1.0
+    sampler._ls_restart = 1  # also while restarts run (the default stops at the first restart)
     study = optuna.create_study(sampler=sampler)
     study.optimize(objective, n_trials=200)
     assert study.best_value == 0

@@ -63,14 +63,14 @@ _CHILD_BATCH = 512  # children bred at once per elite (drawn from by later trial
 # neighbour of the best trials, before and after _LS_GENS whole generations without improvement;
 # neighbours likelier to fail than _LS_RISK (or than the trial they come from) are left out.
 _LS_SHARE = 0.0
-_LS_STALL = 0.0
+_LS_STALL = 0.5
 _LS_GENS = 1
-_LS_RISK = 0.5
-_LS_DEPTH = 1  # 2: when a trial's one-gene neighbourhood is done, its two-gene one follows
+_LS_RISK = 0.85
+_LS_DEPTH = 2  # 2: when a trial's one-gene neighbourhood is done, its two-gene one follows
 _LS_SURVIVORS = 1_000  # survivors whose neighbourhoods are walked (best first)
 # While a restart is running (stagnation): 1 local search as at other times, 0 none, 2 only
 # in the trials that breed from the study's elite (not the explorers or the restart's elite)
-_LS_RESTART = 1
+_LS_RESTART = 0
 _LS_KEEP = 32  # neighbours that the value statistics pass on to the nearest-neighbour pick
 # Generation 0: from this many finished trials on, the value statistics pick among random
 # candidates (0: every trial of generation 0 is random); _G0_FILL: prefer seldom-tried values.
@@ -137,6 +137,14 @@ class GeneticSampler(BaseGASampler):
     ``pool_size = clip(round(1.5 * bits), 8, 40)``, ``survivors = max(2, pool_size // 3)``,
     ``mutate_rate = 1 / number of genes with more than one value``.  The first resolved pool size is stored in the study so
     every worker uses the same one.
+
+    Local search: once a whole generation brought no improvement, every second trial (until a
+    restart begins) is an unseen neighbour of the best trial: first those one gene away, then
+    those two genes away (genes that only work when changed together), the 32 most typical of
+    the best trials by the value statistics compared by the nearest-neighbour pick; neighbours
+    likelier to fail than 0.85 (and than the best trial) are left out.  When the best trial's
+    neighbourhood is done, the next survivor's follows.  On small discrete spaces the random
+    children can miss a better neighbour of the best trial for hundreds of trials.
 
     Stagnation: when no trial of three whole generations improved on the trials numbered before
     it, the next generation restarts (a quarter of it explores the region farthest from every
@@ -698,8 +706,12 @@ class GeneticSampler(BaseGASampler):
         if evolve and not fixed and not explore and ls_now and self._local_turn(number, stalled):
             local = self._local(order, taken)
             if local is not None:
+                guess = self._binaries.predict(local) if self._binaries.active else [None] * len(local)
+                new = [i for i, p in enumerate(guess) if p is None]
+                if 0 < len(new) < len(local):  # a move of a gene inert here teaches nothing
+                    local, guess = local[new], [None] * len(new)
                 i = int(np.argmin(self._knn_score(local, order))) if len(local) > 1 else 0
-                return self._decode(local[i]), self._binaries.predict(local[i : i + 1])[0] if self._binaries.active else None
+                return self._decode(local[i]), guess[i]
         pool: list[np.ndarray] = []  # blocks of fresh candidate rows
         n_fresh = 0
         seen: set[tuple] = set()
