@@ -161,6 +161,16 @@ GENETIC_KNOBS = {
     "fw": "_fail_weight",
     "mixg": "_mix_gens",
     "kc": "_knn_cands",
+    "ls": "_ls_share",
+    "lss": "_ls_stall",
+    "lsg": "_ls_gens",
+    "lsr": "_ls_risk",
+    "lsd": "_ls_depth",
+    "lsn": "_ls_survivors",
+    "lsre": "_ls_restart",
+    "lsk": "_ls_keep",
+    "g0": "_g0_guide",
+    "fill": "_g0_fill",
 }
 
 
@@ -443,15 +453,19 @@ def mo_table(rows: list[dict], budgets: Iterable[int] = BUDGETS) -> dict:
 
 def _load_rows(paths: list[str]) -> list[dict]:
     """Rows of the result files; ``FILE#a,b`` keeps only the rows of samplers a and b (for
-    instance the Optuna samplers of a file whose GeneticSampler rows an older version made)."""
+    instance the Optuna samplers of a file whose GeneticSampler rows an older version made);
+    ``FILE@tag`` names its samplers ``name (tag)`` (rows of one sampler made by two versions)."""
     rows = []
     for p in paths:
+        p, _, tag = p.partition("@")
         path, _, only = p.partition("#")
         keep = set(only.split(",")) if only else None
         for line in _read_text(Path(path)).splitlines():
             if line.strip():
                 r = json.loads(line)
                 if keep is None or r["sampler"] in keep:
+                    if tag:
+                        r["sampler"] = f"{r['sampler']} ({tag})"
                     rows.append(r)
     return rows
 
@@ -592,7 +606,7 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--objectives", type=int, default=1, choices=(1, 2))
     r.add_argument("--jobs", type=int, default=2)
     p = sub.add_parser("report", help="markdown tables from result files")
-    p.add_argument("--results", nargs="+", required=True, help="result files (FILE#a,b: only samplers a, b)")
+    p.add_argument("--results", nargs="+", required=True, help="result files (FILE#a,b: only samplers a, b; FILE@tag: names 'sampler (tag)')")
     p.add_argument("--timing", help="JSON-lines file written by the timing command")
     p.add_argument("--loo", help="candidate samplers separated by ';': leave-one-dataset-out choice")
     t = sub.add_parser("timing", help="sampler time per trial")

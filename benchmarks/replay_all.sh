@@ -19,6 +19,15 @@ $run run --out $R/replay_so_restarts.jsonl.gz \
 $run run --out $R/replay_tuning.jsonl.gz --seed0 100 --seeds 20 --budget 400 --jobs 2 --samplers \
   'genetic:sur=knn+cands=16,genetic:sur=mix+cands=64+top=4+mixg=1000000,genetic:sur=mix+cands=64+top=2+mixg=1000000,genetic:sur=mix+cands=128+top=4+mixg=1000000,genetic:sur=mix+cands=64+top=4+stall=0+mixg=1000000,genetic:sur=mix+cands=64+top=4+gamma=0.25+mixg=1000000,genetic:fw=3.0+mixg=1000000,genetic:fw=10.0+mixg=1000000,genetic:mixg=4+kc=64,genetic:mixg=8+kc=64,genetic:mixg=8+kc=16'
 $run run --out $R/replay_so_surrogate.jsonl.gz --samplers genetic --seeds 50 --budget 400 --jobs 2
+# issue 10, third round (local search): tuning rounds on seeds 100-119, then the default on 0-49.
+# The tuning rows were made while local search was off by default: the prefix P restores that.
+P='genetic:lss=0+lsd=1+lsr=0.5+lsre=1+mixg=8+kc=16'
+$run run --out $R/replay_tuning_ls_rerun.jsonl.gz --seed0 100 --seeds 20 --budget 400 --jobs 2 --samplers \
+  "$P+lss=0.5,$P+lss=0.5+lsd=2+lsr=0.85,$P+lss=0.5+lsd=2+lsr=0.85+lsre=0,$P+lss=0.5+lsd=2+lsr=0.85+lsre=0+ls=0.25,$P+lss=0.5+lsd=2+lsr=1.0,$P+lss=0.5+lsd=2+lsr=0.85+lsre=2+stall=2,$P+g0=8,$P+fill=1"
+$run run --out $R/replay_so_local.jsonl.gz --samplers genetic --seeds 50 --budget 400 --jobs 2
+python benchmarks/replay.py report --results "$R/replay_so.jsonl.gz#random,tpe,tpe_indep,nsga2,qmc,qmc_default" \
+  "$R/replay_so_surrogate.jsonl.gz@before" $R/replay_so_local.jsonl.gz
+$run timing --dataset gemm_RTX_3090 --samplers 'genetic,genetic:lss=0,nsga2' --trials 1000 --repeat 3 --out $R/timing_local.jsonl
 python benchmarks/replay.py report --results "$R/replay_so.jsonl.gz#random,tpe,tpe_indep,nsga2,qmc,qmc_default" \
   "$R/replay_so_restarts.jsonl.gz#genetic:stall=3+epoch=4+explore=0.25+eglobal=0.75" $R/replay_so_surrogate.jsonl.gz
 $run timing --dataset gemm_RTX_3090 --samplers genetic,nsga2,random,tpe --trials 1000 --repeat 3 --out $R/timing_surrogate.jsonl

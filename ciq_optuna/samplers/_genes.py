@@ -162,6 +162,44 @@ class Gene:
         return np.where(na & nb, 0.0, d)
 
 
+_CONT_STEPS = (-0.3, -0.1, -0.03, 0.03, 0.1, 0.3)  # moves of a continuous gene's [0, 1] code
+_WIDE = 16  # an ordered gene with more values gets geometric steps (1, 2, 4, ...) and re-draws
+
+
+def neighbours(
+    row: np.ndarray, kind: np.ndarray, nval: np.ndarray, rng: np.random.RandomState, depth: int = 1
+) -> np.ndarray:
+    """Every genome that differs from ``row`` in one present gene (the one-gene neighbourhood
+    that local search walks): every other value of a discrete gene (for an ordered gene with
+    more than ``_WIDE`` values: steps of 1, 2, 4, ... either way plus a few uniform re-draws),
+    a few steps of a continuous code.  ``kind``: 0 ordered, 1 categorical, 2 continuous.
+    ``depth=2``: the genomes that differ in exactly two genes instead (pairs of genes that only
+    work when changed together, such as a tile size and its stride)."""
+    if depth == 2:
+        first = neighbours(row, kind, nval, rng)
+        if not len(first):
+            return first
+        both = np.concatenate([neighbours(r, kind, nval, rng) for r in first])
+        both = both[((both != row) & ~np.isnan(row)).sum(axis=1) == 2]
+        return np.unique(both, axis=0)
+    out = []
+    for j in np.where(~np.isnan(row))[0]:
+        n, v = int(nval[j]), row[j]
+        if kind[j] == 2:
+            vals = np.clip(v + np.array(_CONT_STEPS), 0.0, 1.0)
+        elif n <= _WIDE or kind[j] == 1:
+            vals = np.arange(n, dtype=float)
+        else:
+            steps = 2.0 ** np.arange(int(math.log2(n)) + 1)
+            vals = np.concatenate([v + steps, v - steps, rng.randint(0, n, 4).astype(float)])
+            vals = vals[(vals >= 0) & (vals <= n - 1)]
+        vals = np.unique(vals[vals != v])
+        block = np.repeat(row[None, :], len(vals), axis=0)
+        block[:, j] = vals
+        out.append(block)
+    return np.concatenate(out) if out else np.empty((0, len(row)))
+
+
 def compatible(old: BaseDistribution, new: BaseDistribution) -> bool:
     """Whether codes made for ``old`` mean the same values under ``new``."""
     return old == new

@@ -19,7 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ciq_optuna.samplers._binaries import BinaryModel
 from ciq_optuna.samplers._distance import RowDistances
-from ciq_optuna.samplers._genes import Gene
+from ciq_optuna.samplers._genes import Gene, neighbours
 from ciq_optuna.samplers._optuna import (
     cached_trials,
     contains,
@@ -60,6 +60,23 @@ _FAIL_WEIGHT = 0.0  # weight of the failure risk in the value-statistics score o
 _MIX_GENS = 8  # "mix" while fewer trials than this many generations finished, then "knn"
 _KNN_CANDS = 16  # children compared by "knn" alone (its distances cost the most per candidate)
 _CHILD_BATCH = 512  # children bred at once per elite (drawn from by later trials while it holds)
+# Local search (see GeneticSampler._local): share of the trials that try an unseen one-gene
+# neighbour of the best trials, before and after _LS_GENS whole generations without improvement;
+# neighbours likelier to fail than _LS_RISK (or than the trial they come from) are left out.
+_LS_SHARE = 0.0
+_LS_STALL = 0.5
+_LS_GENS = 1
+_LS_RISK = 0.85
+_LS_DEPTH = 2  # 2: when a trial's one-gene neighbourhood is done, its two-gene one follows
+_LS_SURVIVORS = 1_000  # survivors whose neighbourhoods are walked (best first)
+# While a restart is running (stagnation): 1 local search as at other times, 0 none, 2 only
+# in the trials that breed from the study's elite (not the explorers or the restart's elite)
+_LS_RESTART = 0
+_LS_KEEP = 32  # neighbours that the value statistics pass on to the nearest-neighbour pick
+# Generation 0: from this many finished trials on, the value statistics pick among random
+# candidates (0: every trial of generation 0 is random); _G0_FILL: prefer seldom-tried values.
+_G0_GUIDE = 0
+_G0_FILL = False
 # Binary-aware search: share of predicted repeats compiled anyway, so a wrong prediction is caught.
 _CHECK_RATE = 0.1
 # ... and of those that stretch an inertness to a context not seen yet (BinaryModel.predict).
@@ -121,6 +138,14 @@ class GeneticSampler(BaseGASampler):
     ``pool_size = clip(round(1.5 * bits), 8, 40)``, ``survivors = max(2, pool_size // 3)``,
     ``mutate_rate = 1 / number of genes with more than one value``.  The first resolved pool size is stored in the study so
     every worker uses the same one.
+
+    Local search: once a whole generation brought no improvement, every second trial (until a
+    restart begins) is an unseen neighbour of the best trial: first those one gene away, then
+    those two genes away (genes that only work when changed together), the 32 most typical of
+    the best trials by the value statistics compared by the nearest-neighbour pick; neighbours
+    likelier to fail than 0.85 (and than the best trial) are left out.  When the best trial's
+    neighbourhood is done, the next survivor's follows.  On small discrete spaces the random
+    children can miss a better neighbour of the best trial for hundreds of trials.
 
     Stagnation: when no trial of three whole generations improved on the trials numbered before
     it, the next generation restarts (a quarter of it explores the region farthest from every
@@ -204,6 +229,16 @@ class GeneticSampler(BaseGASampler):
         self._fail_weight = _FAIL_WEIGHT
         self._mix_gens = _MIX_GENS
         self._knn_cands = _KNN_CANDS
+        self._ls_share = _LS_SHARE
+        self._ls_stall = _LS_STALL
+        self._ls_gens = _LS_GENS
+        self._ls_risk = _LS_RISK
+        self._ls_depth = _LS_DEPTH
+        self._ls_survivors = _LS_SURVIVORS
+        self._ls_restart = _LS_RESTART
+        self._ls_keep = _LS_KEEP
+        self._g0_guide = _G0_GUIDE
+        self._g0_fill = _G0_FILL
         self._child_batches: dict[tuple, list] = {}
         self._counts: ValueCounts | None = None
         self._binary_attr = binary_attr
@@ -733,15 +768,25 @@ class GeneticSampler(BaseGASampler):
         fixed_cols = np.where(~np.isnan(fixed_row))[0]
         order = self._order()
         evolve = generation > 0 and len(order) > 0
-        parents, explore = order, False
+        parents, explore, stalled, start = order, False, 0, None
         if evolve and not fixed:
-            _, start = self._stagnation_at(generation, pool_size)
+            stalled, start = self._stagnation_at(generation, pool_size)
             slot = number % pool_size
             if start is not None and generation == start:
                 explore = slot < math.ceil(self._explore_share * pool_size)
             elif start is not None and slot >= round(self._epoch_global * pool_size):
                 parents = order[self._num[order] >= start * pool_size]
                 explore = len(parents) < 2
+        ls_now = start is None or self._ls_restart == 1 or (self._ls_restart == 2 and parents is order)
+        if evolve and not fixed and not explore and ls_now and self._local_turn(number, stalled):
+            local = self._local(order, taken)
+            if local is not None:
+                guess = self._binaries.predict(local) if self._binaries.active else [None] * len(local)
+                new = [i for i, p in enumerate(guess) if p is None]
+                if 0 < len(new) < len(local):  # a move of a gene inert here teaches nothing
+                    local, guess = local[new], [None] * len(new)
+                i = int(np.argmin(self._knn_score(local, order))) if len(local) > 1 else 0
+                return self._decode(local[i]), guess[i]
         pool: list[np.ndarray] = []  # blocks of fresh candidate rows
         n_fresh = 0
         seen: set[tuple] = set()
@@ -785,13 +830,63 @@ class GeneticSampler(BaseGASampler):
             new = [i for i, p in enumerate(predicted) if p is None]
             if self._avoid_repeats and 0 < len(new) < len(fresh):  # spend the trial on a new binary
                 fresh, predicted = fresh[new], [None] * len(new)
-        if len(fresh) == 1 or not evolve:
+        if not evolve and len(fresh) > 1 and not fixed and (self._g0_fill or self._g0_guide):
+            i = self._first_pick(fresh, order)
+        elif len(fresh) == 1 or not evolve:
             i = 0
         elif explore:
             i = self._explore_pick(fresh, order)
         else:
             i = self._pick(fresh, order)
         return self._decode(fresh[i]), predicted[i]
+
+    def _local_turn(self, number: int, stalled: int) -> bool:
+        """Whether trial ``number`` is a local-search trial: a share ``_ls_share`` of the trials,
+        ``_ls_stall`` once ``_ls_gens`` whole generations brought no improvement, spread evenly
+        over the trial numbers."""
+        share = self._ls_stall if stalled >= self._ls_gens else self._ls_share
+        return share > 0 and math.floor((number + 1) * share) > math.floor(number * share)
+
+    def _local(self, order: np.ndarray, taken: _Taken) -> np.ndarray | None:
+        """Unseen one-gene neighbours of the best trial, else of the next survivor (in elite
+        order), leaving out those likelier to fail than ``_ls_risk`` and than the trial they
+        come from; None when every survivor's neighbourhood is done.  On a small discrete space
+        this walks the neighbourhood of the best trial, which the random children may miss for
+        hundreds of trials."""
+        d = len(self._names)
+        for r, depth in ((r, depth) for r in self._elite(order)[: self._ls_survivors] for depth in range(1, self._ls_depth + 1)):
+            row = self._x[r, :d]
+            cands = neighbours(row, self._kind, self._nval, self._rng, depth)
+            for j in self._snap_cols:
+                cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
+            cands = self._project(cands)
+            seen: set[tuple] = set()
+            new = []
+            for i, k in enumerate(_keys(cands)):
+                if k not in taken and k not in seen:
+                    seen.add(k)
+                    new.append(i)
+            if not new:
+                continue
+            cands = cands[new]
+            cands = cands[self._fail_risk(cands) <= max(self._ls_risk, float(self._fail_risk(row[None, :])[0]))]
+            if len(cands) > self._ls_keep:  # the nearest-neighbour pick compares the most typical ones
+                cands = cands[np.argsort(self._value_counts(order).score(cands), kind="stable")[: self._ls_keep]]
+            if len(cands):
+                return cands
+        return None
+
+    def _first_pick(self, cands: np.ndarray, order: np.ndarray) -> int:
+        """Pick in generation 0: by the value statistics and failure risk once ``_g0_guide``
+        trials finished with at least two complete ones, else (``_g0_fill``) the candidate made
+        of the least tried values, else the first (random) one."""
+        if self._g0_guide and self._n >= self._g0_guide and len(order) >= 2:
+            score = self._value_counts(order).score(cands) + self._fail_risk(cands)
+            return int(np.argmin(score + self._rng.uniform(0.0, 1e-6, len(score))))
+        if self._g0_fill and self._n:
+            rarity = self._value_counts(order).rarity(cands)
+            return int(np.argmin(rarity + self._rng.uniform(0.0, 1e-6, len(rarity))))
+        return 0
 
     def _enumerate(self, taken: _Taken) -> dict[str, Any] | _Exhausted:
         total = float(np.prod(self._size))

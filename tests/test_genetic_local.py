@@ -1,0 +1,98 @@
+"""GeneticSampler's local search: the one-gene neighbourhood of the best trials."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import optuna
+from optuna.distributions import CategoricalDistribution, IntDistribution
+from optuna.trial import TrialState, create_trial
+
+from ciq_optuna.samplers import GeneticSampler
+from ciq_optuna.samplers._genes import neighbours
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def test_neighbours_change_exactly_one_present_gene() -> None:
+    # ordered (5 values), categorical (3), continuous, absent, wide ordered (100 values)
+    kind = np.array([0, 1, 2, 0, 0])
+    nval = np.array([5.0, 3.0, 1.0, 4.0, 100.0])
+    row = np.array([2.0, 0.0, 0.5, math.nan, 50.0])
+    out = neighbours(row, kind, nval, np.random.RandomState(0))
+    changed = (out != row) & ~(np.isnan(out) & np.isnan(row))
+    assert (changed.sum(axis=1) == 1).all()
+    assert np.isnan(out[:, 3]).all()  # an absent gene stays absent
+    per_gene = changed.sum(axis=0)
+    assert per_gene[0] == 4 and per_gene[1] == 2  # every other value of a small discrete gene
+    assert per_gene[2] > 0 and per_gene[4] > 0
+    assert len({tuple(np.nan_to_num(r, nan=-1).tolist()) for r in out}) == len(out)
+    wide = out[changed[:, 4], 4]
+    assert {49.0, 51.0, 48.0, 52.0} <= set(wide.tolist())  # steps of 1, 2, 4, ... either way
+
+
+def _study(sampler: GeneticSampler, trials: list[tuple[int, str, float | None]]) -> optuna.Study:
+    dists = {"a": IntDistribution(0, 4), "b": CategoricalDistribution(["x", "y", "z"])}
+    study = optuna.create_study(sampler=sampler)
+    for a, b, value in trials:
+        state = TrialState.FAIL if value is None else TrialState.COMPLETE
+        study.add_trial(create_trial(params={"a": a, "b": b}, distributions=dists, value=value, state=state))
+    return study
+
+
+def _local(sampler: GeneticSampler, study: optuna.Study) -> set[tuple]:
+    sampler._sync(study)
+    sampler._resolve_defaults(study)
+    sampler._learn_activation()
+    sampler._tables()
+    taken = sampler._taken_finished()
+    local = sampler._local(sampler._order(), taken)
+    if local is None:
+        return set()
+    return {(sampler._decode(r)["a"], sampler._decode(r)["b"]) for r in local}
+
+
+def test_local_search_takes_unseen_neighbours_of_the_best_and_skips_failing_values() -> None:
+    trials = [(2, "x", 0.0), (1, "x", 1.0), (3, "x", 1.0), (0, "y", 5.0), (1, "z", 6.0)]
+    trials += [(4, "y", None), (4, "z", None)]  # a = 4 fails
+    sampler = GeneticSampler(pool_size=4, seed=0)
+    sampler._ls_risk = 0.5  # a = 4 failed in 2 of 2 trials: smoothed risk 0.64
+    found = _local(sampler, _study(sampler, trials))
+    assert (0, "x") in found and (2, "y") in found and (2, "z") in found
+    assert all(a == 2 or b == "x" for a, b in found)  # one gene away from the best (2, "x")
+    assert (4, "x") not in found  # likelier to fail than the best trial and than 0.5
+    assert not found & {(a, b) for a, b, _ in trials}
+
+
+def test_local_search_moves_to_the_next_survivor_when_the_best_is_surrounded() -> None:
+    best = [(2, "x", 0.0), (0, "x", 3.0), (1, "x", 3.0), (3, "x", 3.0), (4, "x", 3.0), (2, "y", 3.0), (2, "z", 3.0)]
+    sampler = GeneticSampler(pool_size=4, survivors=3, seed=0)
+    found = _local(sampler, _study(sampler, [*best, (0, "z", 1.0)]))
+    assert found  # the best's one-gene neighbourhood is done: its two-gene neighbours come
+    assert all(a != 2 and b != "x" for a, b in found)
+    sampler = GeneticSampler(pool_size=4, survivors=3, seed=0)
+    sampler._ls_depth = 1
+    found = _local(sampler, _study(sampler, [*best, (0, "z", 1.0)]))
+    assert found  # one gene only: the neighbours of the next survivor come
+    assert all(a == 0 or b == "z" for a, b in found)
+
+
+def test_stalled_search_walks_the_neighbourhood_of_the_best() -> None:
+    """With local search in every trial after one generation without improvement, every
+    configuration one gene away from the best (all valid here) is evaluated soon after the search
+    stops improving (without local search some are still missing after 200 trials)."""
+
+    def objective(trial: optuna.Trial) -> float:
+        x = [trial.suggest_int(k, 0, 7) for k in "abcd"]
+        return float(sum(v * v for v in x))
+
+    sampler = GeneticSampler(pool_size=8, seed=1)
+    sampler._ls_stall = 1.0
+    sampler._ls_restart = 1  # also while restarts run (the default stops at the first restart)
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(objective, n_trials=200)
+    assert study.best_value == 0
+    seen = {tuple(t.params[k] for k in "abcd") for t in study.trials}
+    around = [tuple(v if i != j else w for i, v in enumerate((0, 0, 0, 0))) for j in range(4) for w in range(1, 8)]
+    assert all(n in seen for n in around)
