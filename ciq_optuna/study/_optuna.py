@@ -244,9 +244,8 @@ class BatchedStorage(_CachedStorage):
     def set_trial_user_attr(self, trial_id: int, key: str, value: Any) -> None:
         with self._lock:
             pending = self._open.get(trial_id)
-            if pending is not None:
-                pending.user_attrs[key] = copy.deepcopy(value)
-                pending.trial.user_attrs[key] = copy.deepcopy(value)
+            if pending is not None:  # one copy for both: neither is handed out (get_trial copies)
+                pending.user_attrs[key] = pending.trial.user_attrs[key] = copy.deepcopy(value)
                 return
         super().set_trial_user_attr(trial_id, key, value)
 
@@ -256,7 +255,7 @@ class BatchedStorage(_CachedStorage):
             if pending is not None:
                 pending.trial.system_attrs[key] = copy.deepcopy(value)
                 if key not in self.write_through:
-                    pending.system_attrs[key] = copy.deepcopy(value)
+                    pending.system_attrs[key] = pending.trial.system_attrs[key]
                     return
         if pending is not None:  # a running trial of this process: no need to check its state first
             self._db(lambda: write_attr(self._conns, trial_id, key, value))
@@ -479,17 +478,21 @@ class _Sql:
         sid, tid = sa.bindparam("sid"), sa.bindparam("tid")
         self.last_id = sa.select(sa.func.max(trials.c.trial_id)).where(trials.c.study_id == sid)
         self.lock_study = sa.select(studies.c.study_id).where(studies.c.study_id == sid).with_for_update()
-        self.new_trial = sa.insert(trials)
-        self.count_before = sa.select(sa.func.count(trials.c.trial_id)).where(
-            trials.c.study_id == sid, trials.c.trial_id < tid
+        earlier = trials.c.study_id == sid
+        previous = sa.select(trials.c.number).where(earlier).order_by(trials.c.trial_id.desc()).limit(1)
+        self.new_trial = (  # numbered as RDBStorage numbers it: the count of the study's earlier trials
+            sa.insert(trials)
+            .values(
+                number=sa.func.coalesce(
+                    previous.scalar_subquery() + 1,
+                    sa.select(sa.func.count(trials.c.trial_id)).where(earlier).scalar_subquery(),
+                ),
+                study_id=sid,
+                state=sa.bindparam("state", type_=trials.c.state.type),
+                datetime_start=sa.bindparam("start", type_=trials.c.datetime_start.type),
+            )
+            .returning(trials.c.trial_id, trials.c.number)
         )
-        self.previous = (
-            sa.select(trials.c.number)
-            .where(trials.c.study_id == sid, trials.c.trial_id < tid)
-            .order_by(trials.c.trial_id.desc())
-            .limit(1)
-        )
-        self.set_number = sa.update(trials).where(trials.c.trial_id == tid).values(number=sa.bindparam("num"))
         self.heartbeat = sa.insert(models.TrialHeartbeatModel.__table__).values(
             heartbeat=sa.func.current_timestamp()
         )
@@ -624,28 +627,21 @@ def _last_trial_id(conns: _Connections, study_id: int) -> int | None:
 def create_running_trial(conns: _Connections, study_id: int, beat: bool) -> FrozenTrial:
     """Create a RUNNING trial, and its first heartbeat when ``beat``, in one transaction of SQL
     statements: the same rows and trial number as ``RDBStorage._create_new_trial`` (the study row
-    locked, the number counted after the insert), without its ORM objects.
+    locked, then the trial inserted), without its ORM objects.
 
-    The number is the one of the study's trial created just before, plus one: trials are numbered
-    0, 1, 2... in the order of their ids, each under the study's row lock, so this equals
-    Optuna's count of the earlier trials, in one index look-up instead of a count over the study
-    (the count is the fallback when that trial has no number).
+    The number is that of the study's trial created just before, plus one: trials are numbered 0,
+    1, 2... in the order of their ids, each under the study's row lock, so this equals Optuna's
+    count of the earlier trials, in one index look-up instead of a count over the study (which
+    stays the fallback, e.g. for a study without trials). The insert is a statement of its own
+    after the lock, so on PostgreSQL it sees every trial committed by the lock's previous holder.
     """
     sql = conns.sql
     start = datetime.datetime.now()
     with conns.begin() as conn:
         if conn.execute(sql.lock_study, {"sid": study_id}).scalar() is None:
             raise KeyError(f"no study with study_id {study_id}")
-        row = {"number": None, "study_id": study_id, "state": TrialState.RUNNING, "datetime_start": _utc(start)}
-        trial_id = conn.execute(sql.new_trial, row).inserted_primary_key[0]
-        previous = conn.execute(sql.previous, {"sid": study_id, "tid": trial_id}).first()
-        if previous is None:
-            number = 0
-        elif previous[0] is not None:
-            number = previous[0] + 1
-        else:
-            number = conn.execute(sql.count_before, {"sid": study_id, "tid": trial_id}).scalar()
-        conn.execute(sql.set_number, {"tid": trial_id, "num": number})
+        row = {"sid": study_id, "state": TrialState.RUNNING, "start": _utc(start)}
+        trial_id, number = conn.execute(sql.new_trial, row).one()
         if beat:
             conn.execute(sql.heartbeat, {"trial_id": trial_id})
     return FrozenTrial(
