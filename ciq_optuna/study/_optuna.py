@@ -23,6 +23,9 @@ trial it moved to RUNNING):
   ``FLUSH_DELAY`` of sampling leaves a trial without parameters, whose retry samples anew).
 - System attributes named in ``write_through`` (the sampler's claim of a configuration, which other
   workers read to avoid duplicates) are written at once, as before.
+- These statements run on connections this process keeps (one; on PostgreSQL a second one in
+  autocommit for the light read of the study) instead of a pool checkout per statement, which
+  cost more than the statement and, on PostgreSQL, a ping of the server each.
 - This process reads its own running trials from memory (``get_trial``), the trial list is kept by
   number and extended with the rows that changed since the last read (no sort of the whole list),
   and the stale-trial check runs at most once per heartbeat interval instead of before every trial.
