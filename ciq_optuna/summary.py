@@ -50,8 +50,20 @@ def _study_metrics(study: optuna.Study) -> list[str]:
     return list(meta.get("metrics", [])) if isinstance(meta, Mapping) else []
 
 
-def secondary_key(trial: optuna.trial.FrozenTrial, study: optuna.Study | None = None) -> tuple:
-    """The tie-break order among equally good trials (see :data:`SECONDARY_ORDER`)."""
+class TrialsByNumber:
+    """The trials of a study read once, looked up by number (a study's ``get_trials`` reads the
+    storage each time: a look-up per trial would read the whole study per trial)."""
+
+    def __init__(self, trials: Sequence[optuna.trial.FrozenTrial]) -> None:
+        self._trials = {t.number: t for t in trials}
+
+    def trial(self, number: int) -> optuna.trial.FrozenTrial | None:
+        return self._trials.get(number)
+
+
+def secondary_key(trial: optuna.trial.FrozenTrial, study: optuna.Study | TrialsByNumber | None = None) -> tuple:
+    """The tie-break order among equally good trials (see :data:`SECONDARY_ORDER`); ``study`` (or
+    its trials read once) gives the measurement a trial reused from another."""
     values = trial_metrics(trial, study)
     inf = float("inf")
     known = {k: v for k, v in values.items() if v is not None}  # not measured sorts last
@@ -75,18 +87,20 @@ def best_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     carries no control that does not earn its place. Pareto front: one trial per point, the
     first by the same order.
     """
-    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    trials = study.get_trials(deepcopy=False)  # one read: the sort keys look trials up by number
+    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
     if not complete:
         return []
+    by_number = TrialsByNumber(trials)
     if len(study.directions) == 1:
         sign = 1.0 if study.direction == optuna.study.StudyDirection.MINIMIZE else -1.0
         best = min(sign * t.value for t in complete)
         metrics = _study_metrics(study)
         tol = 0.0 if metrics and metrics[0] in EXACT_METRICS else NOISE_TOLERANCE
         tied = [t for t in complete if sign * t.value <= best + tol * abs(best)]
-        return [min(tied, key=lambda t: secondary_key(t, study))]
+        return [min(tied, key=lambda t: secondary_key(t, by_number))]
     simplest: dict[tuple[float, ...], optuna.trial.FrozenTrial] = {}
-    for t in sorted(study.best_trials, key=lambda t: secondary_key(t, study)):
+    for t in sorted(study.best_trials, key=lambda t: secondary_key(t, by_number)):
         simplest.setdefault(tuple(t.values), t)  # one trial per Pareto point: the first by secondary order
     return sorted(simplest.values(), key=lambda t: t.number)
 
@@ -95,7 +109,9 @@ def best_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 MISSING = "missing"
 
 
-def trial_metrics(trial: optuna.trial.FrozenTrial, study: optuna.Study | None = None) -> dict[str, float | None]:
+def trial_metrics(
+    trial: optuna.trial.FrozenTrial, study: optuna.Study | TrialsByNumber | None = None
+) -> dict[str, float | None]:
     """Every metric recorded on a trial: compile metrics and measured ones (None: not measured).
 
     A trial whose binary was measured before (``reused_from``) shows the measurement it reused,
@@ -110,7 +126,9 @@ def trial_metrics(trial: optuna.trial.FrozenTrial, study: optuna.Study | None = 
     return values
 
 
-def trial_by_number(study: optuna.Study, number: int) -> optuna.trial.FrozenTrial | None:
+def trial_by_number(study: optuna.Study | TrialsByNumber, number: int) -> optuna.trial.FrozenTrial | None:
+    if isinstance(study, TrialsByNumber):
+        return study.trial(number)
     for t in study.get_trials(deepcopy=False):
         if t.number == number:
             return t

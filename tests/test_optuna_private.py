@@ -18,7 +18,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from ciq_optuna.study._optuna import PRIVATE_NAMES, BatchedStorage
+from ciq_optuna.study._optuna import PRIVATE_NAMES, BatchedStorage, create_running_trial
 from ciq_optuna.study.storage import resolve_storage
 
 REPO = Path(__file__).resolve().parents[1]
@@ -166,6 +166,36 @@ def test_a_second_process_sees_new_trials_and_its_writes(tmp_path: Path) -> None
     t = s2.ask()
     with pytest.raises(ValueError):
         t.suggest_float("x", 0.0, 1.0)
+
+
+def test_trials_numbered_as_optuna_numbers_them_beside_plain_optuna(tmp_path: Path) -> None:
+    """Trial numbers from the previous trial's number are Optuna's count of earlier trials, also
+    when plain Optuna, a template trial and a second study create trials in between, and when a
+    trial without a number (as if caught between Optuna's insert and numbering) comes before."""
+    import sqlalchemy
+
+    db = tmp_path / "n.db"
+    ours = resolve_storage(None, default_path=db, heartbeat_interval=None)
+    plain = optuna.storages.RDBStorage(f"sqlite:///{db}")
+    s1 = optuna.create_study(storage=ours, study_name="a")
+    other = optuna.create_study(storage=ours, study_name="b")
+    s2 = optuna.load_study(storage=plain, study_name="a")
+    for i in range(12):
+        [s1, s2, other][i % 3].ask()
+        if i % 4 == 0:
+            s1.add_trial(optuna.trial.create_trial(value=1.0))
+    with sqlalchemy.create_engine(f"sqlite:///{db}").begin() as conn:
+        conn.execute(sqlalchemy.text("UPDATE trials SET number = NULL WHERE trial_id = (SELECT max(trial_id) FROM trials WHERE study_id = 1)"))
+    create_running_trial(ours._conns, s1._study_id, beat=False)  # not through the study: it reads them all
+    with sqlalchemy.create_engine(f"sqlite:///{db}").begin() as conn:
+        rows = conn.execute(sqlalchemy.text("SELECT study_id, number FROM trials ORDER BY trial_id")).all()
+    for study_id in (1, 2):
+        numbers = [n for sid, n in rows if sid == study_id]
+        count = len(numbers)
+        if study_id == 1:
+            assert numbers[-2] is None and numbers[-1] == count - 1  # counted when the previous has none
+            numbers = numbers[:-2] + [count - 2, count - 1]
+        assert numbers == list(range(count)) and count >= 4, (study_id, numbers)
 
 
 def test_killed_tune_keeps_every_finished_trial_and_resumes(tmp_path: Path) -> None:

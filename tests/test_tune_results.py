@@ -132,6 +132,26 @@ def test_a_reused_measurement_still_shows_in_the_summary(
     assert acf.metrics["best"]["t"] == 1.0
 
 
+def test_best_trials_reads_the_study_once_however_many_trials_reused_a_measurement() -> None:
+    study = optuna.create_study(direction="minimize")
+    dist = {"x": optuna.distributions.IntDistribution(0, 9)}
+
+    def add(x: int, attrs: dict) -> None:
+        study.add_trial(optuna.trial.create_trial(params={"x": x}, distributions=dist, value=0.0, user_attrs=attrs))
+
+    add(0, {"flags": ["-a", "-b"], "metrics": {"spill-bytes": 0}, "measured": {"registers": 20}})
+    add(1, {"flags": ["-b"], "metrics": {"spill-bytes": 0}, "measured": {"registers": 30}})
+    for x in range(2, 10):  # equally good trials with fewer flags that reused trial 0's or 1's measurement
+        add(x, {"flags": [], "metrics": {"spill-bytes": 0}, "reused_from": x % 2})
+    reads = []
+    get_trials = study.get_trials
+    study.get_trials = lambda *a, **k: reads.append(1) or get_trials(*a, **k)  # type: ignore[method-assign]
+    (best,) = best_trials(study)
+    assert len(reads) == 1
+    assert best.number == 2  # 20 registers as measured on trial 0, and no flags
+    assert trial_metrics(study.trials[3], study)["registers"] == 30
+
+
 def test_summary_has_units_one_header_line_and_whole_milliseconds(
     workdir: Path, capsys: pytest.CaptureFixture
 ) -> None:

@@ -23,6 +23,9 @@ trial it moved to RUNNING):
   ``FLUSH_DELAY`` of sampling leaves a trial without parameters, whose retry samples anew).
 - System attributes named in ``write_through`` (the sampler's claim of a configuration, which other
   workers read to avoid duplicates) are written at once, as before.
+- These statements run on connections this process keeps (one; on PostgreSQL a second one in
+  autocommit for the light read of the study) instead of a pool checkout per statement, which
+  cost more than the statement and, on PostgreSQL, a ping of the server each.
 - This process reads its own running trials from memory (``get_trial``), the trial list is kept by
   number and extended with the rows that changed since the last read (no sort of the whole list),
   and the stale-trial check runs at most once per heartbeat interval instead of before every trial.
@@ -30,14 +33,16 @@ trial it moved to RUNNING):
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime
 import json
 import logging
+import os
 import random
 import threading
 import time
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from typing import Any
 
 import optuna
@@ -165,6 +170,16 @@ class BatchedStorage(_CachedStorage):
         self._last_stale_check: dict[int, float] = {}
         self._beaten: dict[int, float] = {}  # monotonic time of the last heartbeat of an open trial
         self._unfinished_numbers: dict[int, set[int]] = {}  # per study: numbers of unfinished trials
+        self._conns = _Connections(backend)
+
+    def __getstate__(self) -> dict[Any, Any]:
+        state = super().__getstate__()
+        state["_conns"] = None  # connections are not pickled: the copy opens its own
+        return state
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        super().__setstate__(state)
+        self._conns = _Connections(self._backend)
 
     def _db(self, call: Any) -> Any:
         """``call()`` through the backend's retry during a database outage, when it has one."""
@@ -187,7 +202,7 @@ class BatchedStorage(_CachedStorage):
     def create_new_trial(self, study_id: int, template_trial: FrozenTrial | None = None) -> int:
         if template_trial is None:  # a trial this process runs now: created with its first heartbeat
             beat = self.get_heartbeat_interval() is not None
-            trial = _with_retries(lambda: self._db(lambda: create_running_trial(self._backend, study_id, beat)))
+            trial = _with_retries(lambda: self._db(lambda: create_running_trial(self._conns, study_id, beat)))
             with self._lock:
                 if study_id not in self._studies:
                     self._studies[study_id] = _StudyInfo()
@@ -232,9 +247,8 @@ class BatchedStorage(_CachedStorage):
     def set_trial_user_attr(self, trial_id: int, key: str, value: Any) -> None:
         with self._lock:
             pending = self._open.get(trial_id)
-            if pending is not None:
-                pending.user_attrs[key] = copy.deepcopy(value)
-                pending.trial.user_attrs[key] = copy.deepcopy(value)
+            if pending is not None:  # one copy for both: neither is handed out (get_trial copies)
+                pending.user_attrs[key] = pending.trial.user_attrs[key] = copy.deepcopy(value)
                 return
         super().set_trial_user_attr(trial_id, key, value)
 
@@ -244,10 +258,10 @@ class BatchedStorage(_CachedStorage):
             if pending is not None:
                 pending.trial.system_attrs[key] = copy.deepcopy(value)
                 if key not in self.write_through:
-                    pending.system_attrs[key] = copy.deepcopy(value)
+                    pending.system_attrs[key] = pending.trial.system_attrs[key]
                     return
         if pending is not None:  # a running trial of this process: no need to check its state first
-            self._db(lambda: write_attr(self._backend, trial_id, key, value))
+            self._db(lambda: write_attr(self._conns, trial_id, key, value))
             return
         super().set_trial_system_attr(trial_id, key, value)
 
@@ -279,7 +293,7 @@ class BatchedStorage(_CachedStorage):
             rows = pending.take()
             cached = {name: study.param_distribution.get(name) for name in rows.params}
         try:
-            written = self._db(lambda: write_trial(self._backend, trial_id, rows, cached, state, values, now))
+            written = self._db(lambda: write_trial(self._conns, trial_id, rows, cached, state, values, now))
         except optuna.exceptions.UpdateFinishedTrialError:
             with self._lock:  # finished by another process (stale): read it back from the storage
                 self._open.pop(trial_id, None)
@@ -350,7 +364,7 @@ class BatchedStorage(_CachedStorage):
                 study = self._studies[study_id]
                 cached = {name: study.param_distribution.get(name) for name in rows.params}
             try:
-                self._db(lambda: write_trial(self._backend, trial_id, rows, cached, None, None, None))
+                self._db(lambda: write_trial(self._conns, trial_id, rows, cached, None, None, None))
             except Exception:
                 with self._lock:
                     pending.give_back(rows)
@@ -408,7 +422,7 @@ class BatchedStorage(_CachedStorage):
             )
             if quiet:
                 known = listed[-1]._trial_id
-        if quiet and self._db(lambda: _last_trial_id(self._backend, study_id)) == known:
+        if quiet and self._db(lambda: _last_trial_id(self._conns, study_id)) == known:
             return
         super()._read_trials_from_remote_storage(study_id)
 
@@ -467,11 +481,21 @@ class _Sql:
         sid, tid = sa.bindparam("sid"), sa.bindparam("tid")
         self.last_id = sa.select(sa.func.max(trials.c.trial_id)).where(trials.c.study_id == sid)
         self.lock_study = sa.select(studies.c.study_id).where(studies.c.study_id == sid).with_for_update()
-        self.new_trial = sa.insert(trials)
-        self.count_before = sa.select(sa.func.count(trials.c.trial_id)).where(
-            trials.c.study_id == sid, trials.c.trial_id < tid
+        earlier = trials.c.study_id == sid
+        previous = sa.select(trials.c.number).where(earlier).order_by(trials.c.trial_id.desc()).limit(1)
+        self.new_trial = (  # numbered as RDBStorage numbers it: the count of the study's earlier trials
+            sa.insert(trials)
+            .values(
+                number=sa.func.coalesce(
+                    previous.scalar_subquery() + 1,
+                    sa.select(sa.func.count(trials.c.trial_id)).where(earlier).scalar_subquery(),
+                ),
+                study_id=sid,
+                state=sa.bindparam("state", type_=trials.c.state.type),
+                datetime_start=sa.bindparam("start", type_=trials.c.datetime_start.type),
+            )
+            .returning(trials.c.trial_id, trials.c.number)
         )
-        self.set_number = sa.update(trials).where(trials.c.trial_id == tid).values(number=sa.bindparam("num"))
         self.heartbeat = sa.insert(models.TrialHeartbeatModel.__table__).values(
             heartbeat=sa.func.current_timestamp()
         )
@@ -516,11 +540,78 @@ def _upsert(dialect: str, table: Any) -> Any:
 _SQL: dict[str, _Sql] = {}
 
 
-def _sql(backend: RDBStorage) -> _Sql:
-    dialect = backend.engine.dialect.name
+def _sql(dialect: str) -> _Sql:
     if dialect not in _SQL:
         _SQL[dialect] = _Sql(dialect)
     return _SQL[dialect]
+
+
+class _Held:
+    """One connection of the engine's pool kept by this process between statements (a lock lets
+    one thread use it at a time): a checkout per statement costs more than the statement itself,
+    and on PostgreSQL each checkout also pings the server (``pool_pre_ping``).
+
+    A statement that fails gives the connection back to the pool (invalidated when the error is
+    a lost connection), so the next use checks out a fresh one, pinged: a retried call after a
+    database restart runs on a live connection, as a checkout with pre-ping would.
+    """
+
+    def __init__(self, engine: Any, autocommit: bool) -> None:
+        self._engine = engine
+        self._autocommit = autocommit
+        self._lock = threading.Lock()
+        self._conn: Any = None
+        self._pid = 0
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Any]:
+        with self._lock:
+            if self._conn is None or self._pid != os.getpid():  # after a fork: the parent's is not ours
+                conn = self._engine.connect()
+                if self._autocommit:
+                    conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+                self._conn, self._pid = conn, os.getpid()
+            try:
+                yield self._conn
+            except BaseException as exc:
+                self._release(exc)
+                raise
+
+    def _release(self, exc: BaseException) -> None:
+        import sqlalchemy.exc
+
+        conn, self._conn = self._conn, None
+        lost = isinstance(exc, sqlalchemy.exc.DBAPIError) and exc.connection_invalidated
+        with contextlib.suppress(Exception):
+            if lost or isinstance(exc, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)):
+                conn.invalidate()
+            conn.close()
+
+
+class _Connections:
+    """The connections of :class:`BatchedStorage`'s own statements: one for transactions, and on
+    PostgreSQL one in autocommit for the light reads (no BEGIN and ROLLBACK round trips)."""
+
+    def __init__(self, backend: RDBStorage) -> None:
+        self.backend = backend
+        engine = backend.engine
+        self.sql = _sql(engine.dialect.name)
+        self._writes = _Held(engine, autocommit=False)
+        self._reads = _Held(engine, autocommit=True) if engine.dialect.name == "postgresql" else self._writes
+
+    @contextlib.contextmanager
+    def begin(self) -> Iterator[Any]:
+        """A connection in a transaction, committed at the end of the block (rolled back on error)."""
+        with self._writes.connection() as conn, conn.begin():
+            yield conn
+
+    def read(self, statement: Any, params: dict[str, Any]) -> Any:
+        """The scalar result of one read-only ``statement``."""
+        if self._reads is self._writes:
+            with self.begin() as conn:
+                return conn.execute(statement, params).scalar()
+        with self._reads.connection() as conn:
+            return conn.execute(statement, params).scalar()
 
 
 def _only_unfinished(states: Container[TrialState]) -> bool:
@@ -531,28 +622,29 @@ def _only_unfinished(states: Container[TrialState]) -> bool:
         return False
 
 
-def _last_trial_id(backend: RDBStorage, study_id: int) -> int | None:
-    """The highest trial id of a study (an index look-up, whatever the size of the study;
-    PostgreSQL: outside a transaction, which spares the BEGIN and ROLLBACK round trips)."""
-    with backend.engine.connect() as conn:
-        if conn.dialect.name == "postgresql":
-            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-        return conn.execute(_sql(backend).last_id, {"sid": study_id}).scalar()
+def _last_trial_id(conns: _Connections, study_id: int) -> int | None:
+    """The highest trial id of a study (an index look-up, whatever the size of the study)."""
+    return conns.read(conns.sql.last_id, {"sid": study_id})
 
 
-def create_running_trial(backend: RDBStorage, study_id: int, beat: bool) -> FrozenTrial:
+def create_running_trial(conns: _Connections, study_id: int, beat: bool) -> FrozenTrial:
     """Create a RUNNING trial, and its first heartbeat when ``beat``, in one transaction of SQL
     statements: the same rows and trial number as ``RDBStorage._create_new_trial`` (the study row
-    locked, the number counted after the insert), without its ORM objects."""
-    sql = _sql(backend)
+    locked, then the trial inserted), without its ORM objects.
+
+    The number is that of the study's trial created just before, plus one: trials are numbered 0,
+    1, 2... in the order of their ids, each under the study's row lock, so this equals Optuna's
+    count of the earlier trials, in one index look-up instead of a count over the study (which
+    stays the fallback, e.g. for a study without trials). The insert is a statement of its own
+    after the lock, so on PostgreSQL it sees every trial committed by the lock's previous holder.
+    """
+    sql = conns.sql
     start = datetime.datetime.now()
-    with backend.engine.begin() as conn:
+    with conns.begin() as conn:
         if conn.execute(sql.lock_study, {"sid": study_id}).scalar() is None:
             raise KeyError(f"no study with study_id {study_id}")
-        row = {"number": None, "study_id": study_id, "state": TrialState.RUNNING, "datetime_start": _utc(start)}
-        trial_id = conn.execute(sql.new_trial, row).inserted_primary_key[0]
-        number = conn.execute(sql.count_before, {"sid": study_id, "tid": trial_id}).scalar()
-        conn.execute(sql.set_number, {"tid": trial_id, "num": number})
+        row = {"sid": study_id, "state": TrialState.RUNNING, "start": _utc(start)}
+        trial_id, number = conn.execute(sql.new_trial, row).one()
         if beat:
             conn.execute(sql.heartbeat, {"trial_id": trial_id})
     return FrozenTrial(
@@ -602,7 +694,7 @@ def _copy(trial: FrozenTrial) -> FrozenTrial:
 
 
 def write_trial(
-    backend: RDBStorage,
+    conns: _Connections,
     trial_id: int,
     pending: _Open,
     cached: dict[str, distributions.BaseDistribution | None],
@@ -619,21 +711,21 @@ def write_trial(
     import sqlalchemy.exc
     from optuna.storages._rdb import models
 
-    sql = _sql(backend)
+    sql = conns.sql
     try:
-        with backend.engine.begin() as conn:
+        with conns.begin() as conn:
             if state is not None:
                 done = conn.execute(
                     sql.finish, {"tid": trial_id, "st": state, "done": _utc(now) if now is not None else None}
                 )
                 if done.rowcount != 1:
-                    _check_updatable(backend, conn, trial_id)
+                    _check_updatable(conns, conn, trial_id)
             elif pending.params or pending.user_attrs or pending.system_attrs:
-                _check_updatable(backend, conn, trial_id)
+                _check_updatable(conns, conn, trial_id)
             rows = []
             for name, (value, dist) in pending.params.items():
                 if cached.get(name) is None:  # first use of this name here: check the study's
-                    _check_distribution(backend, conn, trial_id, name, dist)
+                    _check_distribution(conns, conn, trial_id, name, dist)
                 rows.append(
                     {
                         "trial_id": trial_id,
@@ -644,8 +736,8 @@ def write_trial(
                 )
             if rows:
                 conn.execute(sql.params, rows)
-            _upsert_attrs(backend, conn, models.TrialUserAttributeModel, trial_id, pending.user_attrs)
-            _upsert_attrs(backend, conn, models.TrialSystemAttributeModel, trial_id, pending.system_attrs)
+            _upsert_attrs(conns, conn, models.TrialUserAttributeModel, trial_id, pending.user_attrs)
+            _upsert_attrs(conns, conn, models.TrialSystemAttributeModel, trial_id, pending.system_attrs)
             value_rows = []
             for objective, value in enumerate(values or ()):
                 stored, kind = models.TrialValueModel.value_to_stored_repr(value)
@@ -661,29 +753,29 @@ def write_trial(
     return True
 
 
-def _check_updatable(backend: RDBStorage, conn: Any, trial_id: int) -> None:
+def _check_updatable(conns: _Connections, conn: Any, trial_id: int) -> None:
     """KeyError for an unknown trial, ``UpdateFinishedTrialError`` for a finished one."""
-    state = conn.execute(_sql(backend).state_of, {"tid": trial_id}).scalar()
+    state = conn.execute(conns.sql.state_of, {"tid": trial_id}).scalar()
     if state is None:
         raise KeyError(f"no trial with trial_id {trial_id}")
-    backend.check_trial_is_updatable(trial_id, state)
+    conns.backend.check_trial_is_updatable(trial_id, state)
 
 
 def _check_distribution(
-    backend: RDBStorage, conn: Any, trial_id: int, name: str, dist: distributions.BaseDistribution
+    conns: _Connections, conn: Any, trial_id: int, name: str, dist: distributions.BaseDistribution
 ) -> None:
     """ValueError when the study already has parameter ``name`` with an incompatible distribution."""
-    previous = conn.execute(_sql(backend).distribution_of, {"tid": trial_id, "name": name}).scalar()
+    previous = conn.execute(conns.sql.distribution_of, {"tid": trial_id, "name": name}).scalar()
     if previous is not None:
         distributions.check_distribution_compatibility(distributions.json_to_distribution(previous), dist)
 
 
-def _upsert_attrs(backend: RDBStorage, conn: Any, model: Any, trial_id: int, attrs: dict[str, Any]) -> None:
+def _upsert_attrs(conns: _Connections, conn: Any, model: Any, trial_id: int, attrs: dict[str, Any]) -> None:
     """Insert or replace ``attrs`` of a trial in one statement (SQLite, PostgreSQL), else row by row."""
     if not attrs:
         return
     rows = [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)} for k, v in attrs.items()]
-    upsert = _sql(backend).attrs[model]
+    upsert = conns.sql.attrs[model]
     if upsert is not None:
         conn.execute(upsert, rows)
         return
@@ -695,12 +787,12 @@ def _upsert_attrs(backend: RDBStorage, conn: Any, model: Any, trial_id: int, att
         conn.execute(sqlalchemy.insert(table), [row])
 
 
-def write_attr(backend: RDBStorage, trial_id: int, key: str, value: Any) -> None:
+def write_attr(conns: _Connections, trial_id: int, key: str, value: Any) -> None:
     """Write one system attribute of a running trial now (one statement in its own transaction)."""
     from optuna.storages._rdb import models
 
-    with backend.engine.begin() as conn:
-        _upsert_attrs(backend, conn, models.TrialSystemAttributeModel, trial_id, {key: value})
+    with conns.begin() as conn:
+        _upsert_attrs(conns, conn, models.TrialSystemAttributeModel, trial_id, {key: value})
 
 
 def trials_of_this_trial(study: optuna.Study) -> list[FrozenTrial]:

@@ -140,13 +140,26 @@ class PlanLock:
             raise
 
     def _acquire(self) -> None:
+        """Take the lock and start the session's lease in one statement (a session waiting for
+        the lock is not idle; the lease counts from the end of the statement)."""
         if self._leased:
             try:
-                self._execute(f"SET idle_session_timeout = {int(PLAN_LOCK_LEASE_S * 1000)}")
+                self._execute(
+                    f"SELECT set_config('idle_session_timeout', '{int(PLAN_LOCK_LEASE_S * 1000)}', false), "
+                    "pg_advisory_lock(:k)"
+                )
+                return
             except sqlalchemy.exc.ProgrammingError:  # PostgreSQL before 14
                 self._leased = False
                 _logger.warning("the server has no idle_session_timeout: the planning lock has no lease")
         self._execute("SELECT pg_advisory_lock(:k)")
+
+    def _release(self) -> None:
+        """Release the lock and end the lease (the session then waits for the next hold): one statement."""
+        if self._leased:
+            self._execute("SELECT pg_advisory_unlock(:k), set_config('idle_session_timeout', '0', false)")
+        else:
+            self._execute("SELECT pg_advisory_unlock(:k)")
 
     @contextlib.contextmanager
     def _postgres(self) -> Iterator[None]:
@@ -160,9 +173,7 @@ class PlanLock:
             stop.set()
             keeper.join()
             try:
-                self._execute("SELECT pg_advisory_unlock(:k)")
-                if self._leased:
-                    self._execute("SET idle_session_timeout = 0")
+                self._release()
             except Exception as exc:  # the session is gone, and the lock with it
                 _logger.debug("planning lock on %s released with its session: %s", redact(self._url), exc)
 
