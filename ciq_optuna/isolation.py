@@ -39,6 +39,7 @@ T = TypeVar("T")
 START_METHOD = "forkserver"
 
 _MAIN_ENV = "CIQ_OPTUNA_FORKSERVER_MAIN"
+_SERVER_ENV = "CIQ_OPTUNA_FORKSERVER"
 _context_lock = threading.Lock()
 _context: multiprocessing.context.BaseContext | None = None
 _extra_preload: list[str] = []
@@ -69,10 +70,12 @@ def _get_context(func: Callable[..., Any]) -> multiprocessing.context.BaseContex
             main_path = getattr(sys.modules.get("__main__"), "__file__", None)
             if main_path:
                 os.environ[_MAIN_ENV] = os.path.normpath(main_path)
+            os.environ[_SERVER_ENV] = "1"
             try:
                 multiprocessing.forkserver.ensure_running()
             finally:
                 os.environ.pop(_MAIN_ENV, None)
+                os.environ.pop(_SERVER_ENV, None)
             _context = ctx
         return _context
 
@@ -108,6 +111,20 @@ def _preload_main_in_forkserver() -> None:
         pass
     finally:
         del process.current_process()._inheriting
+
+
+def _orphan_excepthook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+    """The fork server's exception hook: one line, not a traceback, for a child orphaned at birth.
+
+    When a worker is SIGKILLed while the fork server forks a child for it, the child finds the
+    pipe of its work empty (``EOFError`` in multiprocessing's ``spawn._main``) and the fork
+    server reports that through ``sys.excepthook`` into the dead worker's log. Nothing is lost:
+    the trial never started and the study's stale-trial handling retries it.
+    """
+    if issubclass(kind, EOFError):
+        sys.stderr.write("ciq-optuna: an evaluation did not start: the worker process that asked for it is gone\n")
+        return
+    sys.__excepthook__(kind, value, tb)
 
 
 def _watch_lifeline(lifeline: Any) -> None:
@@ -228,4 +245,6 @@ def _kill_group_quietly(pid: int) -> None:
         pass
 
 
+if os.environ.pop(_SERVER_ENV, None):  # in the fork server only (set while it starts)
+    sys.excepthook = _orphan_excepthook
 _preload_main_in_forkserver()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ciq_optuna.errors import CiqError
-from ciq_optuna.isolation import IsolatedFailure, run_isolated
+from ciq_optuna.isolation import IsolatedFailure, _orphan_excepthook, run_isolated
 
 
 def double(x: int) -> int:
@@ -91,3 +91,23 @@ def test_safe_from_several_threads() -> None:
     for t in threads:
         t.join()
     assert results == {i: 2 * i for i in range(6)}
+
+
+def _excepthook_name() -> str:
+    import sys
+
+    return sys.excepthook.__name__
+
+
+def test_a_child_orphaned_at_birth_reports_one_line_not_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    """A worker SIGKILLed while the fork server forks its child leaves that child an empty pipe
+    (EOFError in multiprocessing's spawn code): the fork server's hook says so in one line."""
+    assert run_isolated(_excepthook_name, timeout=60) == "_orphan_excepthook"  # installed in the server
+    _orphan_excepthook(EOFError, EOFError("Ran out of input"), None)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1 and "worker process" in err
+    try:
+        raise ValueError("other errors keep their traceback")
+    except ValueError as exc:
+        _orphan_excepthook(ValueError, exc, exc.__traceback__)
+    assert "Traceback" in capsys.readouterr().err
