@@ -180,6 +180,21 @@ def _unavailable(reason: str) -> None:
 
 
 @pytest.fixture(scope="session")
+def cupy_gpu():
+    """cupy with at least one CUDA device; the test is skipped (with the reason) without one."""
+    try:
+        import cupy
+    except ImportError:
+        pytest.skip("needs cupy and an NVIDIA GPU (pip install 'ciq-optuna[gpu]'): cupy is not installed")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("needs an NVIDIA GPU: cupy sees no CUDA device")
+    except Exception as exc:  # no driver
+        pytest.skip(f"needs an NVIDIA GPU: {exc}")
+    return cupy
+
+
+@pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """A running PostgreSQL server for the whole session (see the module docstring)."""
     if _find_bindir() is None:

@@ -22,24 +22,11 @@ ROOT = Path(__file__).resolve().parents[1]
 GEMM = ROOT / "examples" / "gpu" / "nvcc_gemm"
 
 
-def _arch() -> str:
-    try:
-        import cupy
-    except ImportError:
-        pytest.skip("needs cupy and an NVIDIA GPU (pip install 'ciq-optuna[gpu]'): cupy is not installed")
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("needs an NVIDIA GPU: cupy sees no CUDA device")
-    except Exception as exc:  # no driver
-        pytest.skip(f"needs an NVIDIA GPU: {exc}")
-    major, minor = cupy.cuda.Device(0).compute_capability
-    return f"sm_{major}{minor}" + ("a" if int(major) >= 9 else "")
-
-
 def test_check_times_a_runtime_objective_on_the_gpu(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, cupy_gpu
 ) -> None:
-    arch = _arch()
+    cc = cupy_gpu.cuda.Device(0).compute_capability  # "90": major and minor digits
+    arch = f"sm_{cc}" + ("a" if int(cc) >= 90 else "")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CIQ_OPTUNA_STORAGE", raising=False)
     for name in ("sgemm.cu", "gemm_launch.py"):

@@ -29,23 +29,9 @@ sys.path.insert(0, str(GEMM))
 QUICK = StoppingRule(warmup=5, min_repeats=20, max_repeats=200, max_seconds=5)
 
 
-def _cupy():
-    try:
-        import cupy
-    except ImportError:
-        pytest.skip("needs cupy and an NVIDIA GPU (pip install 'ciq-optuna[gpu]'): cupy is not installed")
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("needs an NVIDIA GPU: cupy sees no CUDA device")
-    except Exception as exc:  # no driver
-        pytest.skip(f"needs an NVIDIA GPU: {exc}")
-    return cupy
-
-
 @pytest.fixture(scope="module")
-def arch():
-    cupy = _cupy()
-    return f"sm_{cupy.cuda.Device(0).compute_capability}"
+def arch(cupy_gpu):
+    return f"sm_{cupy_gpu.cuda.Device(0).compute_capability}"
 
 
 @pytest.fixture(scope="module")
