@@ -11,6 +11,7 @@ from optuna.trial import TrialState, create_trial
 
 from ciq_optuna.samplers import GeneticSampler
 from ciq_optuna.samplers._genes import neighbours
+from ciq_optuna.samplers._genetic import _Taken
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -46,7 +47,7 @@ def _local(sampler: GeneticSampler, study: optuna.Study) -> set[tuple]:
     sampler._resolve_defaults(study)
     sampler._learn_activation()
     sampler._tables()
-    taken = sampler._taken_finished()
+    taken = _Taken(sampler._taken_finished(), set())  # as the plan makes it: no trial running
     local = sampler._local(sampler._order(), taken)
     if local is None:
         return set()

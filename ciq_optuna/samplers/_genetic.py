@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -803,16 +804,10 @@ class GeneticSampler(BaseGASampler):
             cands[:, fixed_cols] = fixed_row[fixed_cols]
             cands = self._project(cands)
             last = cands
-            finished, running = taken.finished, taken.running
-            keys = _keys(cands)
             # As the compile objective will see them (conditions learnt from its trials): a plan
             # whose unused genes differ is not a new configuration.
-            as_run = _keys(self._binaries.project(cands)) if self._binaries.active and not fixed else keys
-            new = []
-            for i, (k, r) in enumerate(zip(keys, as_run, strict=True)):
-                if k not in finished and k not in running and k not in seen and r not in finished and r not in running:
-                    seen.add(k)
-                    new.append(i)
+            as_run = _keys(self._binaries.project(cands)) if self._binaries.active and not fixed else None
+            new = _unseen(_keys(cands), taken, seen, as_run)
             if new:
                 pool.append(cands[new])
                 n_fresh += len(new)
@@ -854,18 +849,14 @@ class GeneticSampler(BaseGASampler):
         this walks the neighbourhood of the best trial, which the random children may miss for
         hundreds of trials."""
         d = len(self._names)
-        for r, depth in ((r, depth) for r in self._elite(order)[: self._ls_survivors] for depth in range(1, self._ls_depth + 1)):
+        survivors = self._elite(order)[: self._ls_survivors]
+        for r, depth in itertools.product(survivors, range(1, self._ls_depth + 1)):
             row = self._x[r, :d]
             cands = neighbours(row, self._kind, self._nval, self._rng, depth)
             for j in self._snap_cols:
                 cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
             cands = self._project(cands)
-            seen: set[tuple] = set()
-            new = []
-            for i, k in enumerate(_keys(cands)):
-                if k not in taken and k not in seen:
-                    seen.add(k)
-                    new.append(i)
+            new = _unseen(_keys(cands), taken, set())
             if not new:
                 continue
             cands = cands[new]
@@ -1221,6 +1212,22 @@ class _Activation:
 
 _KINDS = {"ord": 0, "cat": 1, "cont": 2}
 _MAX_TABLE = 4096
+
+
+def _unseen(keys: list[tuple], taken: _Taken, seen: set[tuple], as_run: list[tuple] | None = None) -> list[int]:
+    """Indices of the candidates whose key is neither in the study (``taken``) nor met before
+    (``seen``, which gets them); with ``as_run`` (the same candidates' keys as the objective will
+    run them), that key must not be in the study either."""
+    finished, running = taken.finished, taken.running
+    new = []
+    for i, k in enumerate(keys):
+        if k in finished or k in running or k in seen:
+            continue
+        if as_run is not None and (as_run[i] in finished or as_run[i] in running):
+            continue
+        seen.add(k)
+        new.append(i)
+    return new
 
 
 def _keys(codes: np.ndarray) -> list[tuple]:
