@@ -201,25 +201,33 @@ def genetic_variant(name: str, seed: int) -> optuna.samplers.BaseSampler:
 
 @lru_cache(maxsize=4)
 def genetic_at(rev: str) -> type:
-    """GeneticSampler as ``samplers/_genetic.py`` was at commit ``rev`` (``git show``), imported
-    beside this tree's (its other imports resolve to this tree), so the two can be timed round
-    robin in one process."""
-    import importlib.util
+    """GeneticSampler as the package ``ciq_optuna/samplers`` was at commit ``rev`` (``git
+    archive``: every module of the sampler, so a change of a helper module such as
+    ``_distance.py`` is compared too), imported beside this tree's under a private name, so the
+    two can be timed round robin in one process."""
+    import importlib
+    import io
     import subprocess
+    import tarfile
     import tempfile
 
     root = Path(__file__).resolve().parents[1]
-    source = subprocess.run(
-        ["git", "-C", str(root), "show", f"{rev}:ciq_optuna/samplers/_genetic.py"],
-        check=True, capture_output=True, text=True,
+    archive = subprocess.run(
+        ["git", "-C", str(root), "archive", rev, "ciq_optuna/samplers"], check=True, capture_output=True
     ).stdout
-    path = Path(tempfile.mkdtemp(prefix="genetic-at-")) / f"genetic_{rev}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(f"ciq_optuna.samplers._genetic_at_{rev}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module.GeneticSampler
+    name = f"genetic_at_{rev.replace('-', '_').replace('/', '_')}"
+    folder = Path(tempfile.mkdtemp(prefix="genetic-at-"))
+    (folder / name).mkdir()
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        for member in tar.getmembers():
+            if member.isfile() and member.name.endswith(".py"):
+                text = tar.extractfile(member).read().decode()
+                (folder / name / Path(member.name).name).write_text(text.replace("ciq_optuna.samplers", name))
+    sys.path.insert(0, str(folder))
+    try:
+        return importlib.import_module(f"{name}._genetic").GeneticSampler
+    finally:
+        sys.path.remove(str(folder))
 
 
 def replay(

@@ -291,6 +291,7 @@ class GeneticSampler(BaseGASampler):
         self._n_failed = 0
         self._fail_stack: tuple = (-1, None, None)
         self._counted: tuple[int, list[int]] = (-1, [])
+        self._integral_d: tuple[int, bool] = (-1, False)
         self._pairs: tuple[int, np.ndarray, np.ndarray | None] = (-1, np.empty(0, dtype=np.int64), None)
         self._row_distances = RowDistances(4 * _SURROGATE_WINDOW)
 
@@ -306,14 +307,19 @@ class GeneticSampler(BaseGASampler):
             self._x = grown
 
     def _encode(self, params: dict[str, Any]) -> np.ndarray:
-        row = np.full(len(self._names), math.nan)
+        return np.array(self._encode_list(params))
+
+    def _encode_list(self, params: dict[str, Any]) -> list[float]:
+        """The genome of ``params`` as a list (NaN: absent)."""
+        row = [math.nan] * len(self._names)
+        index, genes = self._index, self._genes
         for name, value in params.items():
-            j = self._index.get(name)
+            j = index.get(name)
             if j is not None:
-                row[j] = self._genes[name].encode(value)
+                row[j] = genes[name].encode(value)
         return row
 
-    def _add_row(self, params: dict[str, Any], values: np.ndarray, number: int) -> None:
+    def _add_row(self, params: dict[str, Any], values: Sequence[float], number: int) -> None:
         if self._n == self._x.shape[0]:
             grown = np.full((2 * self._x.shape[0], self._x.shape[1]), math.nan)
             grown[: self._n] = self._x
@@ -322,17 +328,17 @@ class GeneticSampler(BaseGASampler):
             grown_v = np.full((2 * self._v.shape[0], self._v.shape[1]), math.nan)
             grown_v[: self._n] = self._v
             self._v = grown_v
-        if values.shape[0] != self._v.shape[1]:
-            self._v = np.full((self._x.shape[0], values.shape[0]), math.nan)
-        row = self._encode(params)
-        self._x[self._n, : len(row)] = row
+        if len(values) != self._v.shape[1]:
+            self._v = np.full((self._x.shape[0], len(values)), math.nan)
+        codes = self._encode_list(params)
+        d = len(codes)
+        self._x[self._n, :d] = codes
         self._v[self._n] = values
         self._num[self._n] = number
         self._n += 1
-        failed = bool(np.isnan(values[0]))
+        failed = math.isnan(values[0])
         self._n_failed += failed
-        codes = row.tolist()
-        for j in self._counted_genes(len(row)):
+        for j in self._counted_genes(d):
             code = codes[j]
             if code != code:  # NaN: the gene is absent
                 continue
@@ -342,10 +348,17 @@ class GeneticSampler(BaseGASampler):
             if failed:
                 tab[0, int(code)] += 1
             tab[1, int(code)] += 1
-        if self._keys_d == len(self._names):
-            self._keys.update(_keys(row[None, :]))
-        if self._activation is not None and self._activation.d == len(row):
-            self._activation.add(row)
+        if self._keys_d == d:
+            self._keys.add(_key(codes) if self._integral(d) else _keys(np.array([codes]))[0])
+        if self._activation is not None and self._activation.d == d:
+            self._activation.add_list(codes)
+
+    def _integral(self, d: int) -> bool:
+        """Whether the first ``d`` genes are all discrete (their codes are integers, so
+        ``_keys`` rounds nothing)."""
+        if self._integral_d[0] != d:
+            self._integral_d = (d, all(self._genes[name].kind != "cont" for name in self._names[:d]))
+        return self._integral_d[1]
 
     def _counted_genes(self, d: int) -> list[int]:
         """The first ``d`` genes that get value counts of failures (discrete, at most
@@ -369,20 +382,22 @@ class GeneticSampler(BaseGASampler):
         numbers = [*self._pending, *range(self._seen_upto, len(trials))]
         pending = []
         n_obj = len(study.directions)
-        signs = np.array([1.0 if d == StudyDirection.MINIMIZE else -1.0 for d in study.directions])
+        signs = [1.0 if d == StudyDirection.MINIMIZE else -1.0 for d in study.directions]
+        genes = self._genes
         for n in numbers:
             t = trials[n]
             for name, dist in t.distributions.items():
-                self._gene_for(name, dist)
+                if name not in genes:
+                    self._gene_for(name, dist)
             if not t.state.is_finished():
                 pending.append(n)
                 continue
             if not t.params:
                 continue
-            vals = np.full(n_obj, math.nan)
+            vals = [math.nan] * n_obj
             if t.state == TrialState.COMPLETE and t.values is not None and len(t.values) == n_obj:
-                v = signs * np.asarray(t.values, dtype=float)
-                if np.isfinite(v).all():
+                v = [s * float(x) for s, x in zip(signs, t.values)]
+                if all(math.isfinite(x) for x in v):
                     vals = v
             self._add_row(t.params, vals, t.number)
             if self._binary_attr is not None:
@@ -765,8 +780,8 @@ class GeneticSampler(BaseGASampler):
         restart (see :meth:`stagnation`) explorers or children of the restart's elite.  Second:
         (binary, trial number) when its binary is predicted to be one already compiled."""
         generation = number // pool_size
-        fixed_row = self._encode(fixed)
-        fixed_cols = np.where(~np.isnan(fixed_row))[0]
+        fixed_row = self._encode(fixed) if fixed else None
+        fixed_cols = np.where(~np.isnan(fixed_row))[0] if fixed else []
         order = self._order()
         evolve = generation > 0 and len(order) > 0
         parents, explore, stalled, start = order, False, 0, None
@@ -801,13 +816,14 @@ class GeneticSampler(BaseGASampler):
                 cands = self._random_genomes(64 if attempt < 5 else 512)
             for j in self._snap_cols:
                 cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
-            cands[:, fixed_cols] = fixed_row[fixed_cols]
+            if len(fixed_cols):
+                cands[:, fixed_cols] = fixed_row[fixed_cols]
             cands = self._project(cands)
             last = cands
             # As the compile objective will see them (conditions learnt from its trials): a plan
             # whose unused genes differ is not a new configuration.
             as_run = _keys(self._binaries.project(cands)) if self._binaries.active and not fixed else None
-            new = _unseen(_keys(cands), taken, seen, as_run)
+            new = _unseen(_keys(cands, self._integral(len(self._names))), taken, seen, as_run)
             if new:
                 pool.append(cands[new])
                 n_fresh += len(new)
@@ -1151,14 +1167,18 @@ class _Activation:
 
     def add(self, row: np.ndarray) -> None:
         """Take one more genome (NaN: the gene is absent) into account."""
-        mask = ~np.isnan(row)
-        on = int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
+        self.add_list(row.tolist())
+
+    def add_list(self, values: list[float]) -> None:
+        """:meth:`add` for a genome given as a list."""
+        columns = [j for j, v in enumerate(values) if v == v]
+        on = 0
+        for j in columns:
+            on |= 1 << j
         off = self._full & ~on
         dirty = (on & ~self._present) | (off & ~self._absent)
         self._present |= on
         self._absent |= off
-        columns = np.flatnonzero(mask).tolist()
-        values = row.tolist()
         broken = self._broken
         for j in columns:
             if off & ~broken[j]:
@@ -1230,9 +1250,16 @@ def _unseen(keys: list[tuple], taken: _Taken, seen: set[tuple], as_run: list[tup
     return new
 
 
-def _keys(codes: np.ndarray) -> list[tuple]:
-    """Hashable identity of each genome row (absent genes as -1)."""
-    return list(map(tuple, np.round(np.where(np.isnan(codes), -1.0, codes), 9).tolist()))
+def _key(codes: list[float]) -> tuple:
+    """``_keys`` of one genome given as a list of integral codes (rounding changes nothing)."""
+    return tuple([-1.0 if c != c else c for c in codes])
+
+
+def _keys(codes: np.ndarray, integral: bool = False) -> list[tuple]:
+    """Hashable identity of each genome row (absent genes as -1); ``integral``: every code is
+    an integer, so the rounding is left out (it would change nothing)."""
+    codes = np.where(np.isnan(codes), -1.0, codes)
+    return list(map(tuple, (codes if integral else np.round(codes, 9)).tolist()))
 
 
 def _crowding(v: np.ndarray) -> np.ndarray:
