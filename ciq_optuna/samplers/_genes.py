@@ -174,30 +174,70 @@ def neighbours(
     more than ``_WIDE`` values: steps of 1, 2, 4, ... either way plus a few uniform re-draws),
     a few steps of a continuous code.  ``kind``: 0 ordered, 1 categorical, 2 continuous.
     ``depth=2``: the genomes that differ in exactly two genes instead (pairs of genes that only
-    work when changed together, such as a tile size and its stride)."""
-    if depth == 2:
-        first = neighbours(row, kind, nval, rng)
-        if not len(first):
-            return first
-        both = np.concatenate([neighbours(r, kind, nval, rng) for r in first])
-        both = both[((both != row) & ~np.isnan(row)).sum(axis=1) == 2]
-        return np.unique(both, axis=0)
-    out = []
-    for j in np.where(~np.isnan(row))[0]:
-        n, v = int(nval[j]), row[j]
-        if kind[j] == 2:
-            vals = np.clip(v + np.array(_CONT_STEPS), 0.0, 1.0)
-        elif n <= _WIDE or kind[j] == 1:
-            vals = np.arange(n, dtype=float)
-        else:
-            steps = 2.0 ** np.arange(int(math.log2(n)) + 1)
-            vals = np.concatenate([v + steps, v - steps, rng.randint(0, n, 4).astype(float)])
-            vals = vals[(vals >= 0) & (vals <= n - 1)]
-        vals = np.unique(vals[vals != v])
-        block = np.repeat(row[None, :], len(vals), axis=0)
-        block[:, j] = vals
-        out.append(block)
-    return np.concatenate(out) if out else np.empty((0, len(row)))
+    work when changed together, such as a tile size and its stride), sorted (``np.unique``).
+
+    Random numbers are drawn for the wide ordered genes only (see :func:`draws_random`): four per
+    such gene and genome whose neighbourhood is listed, the one-gene neighbours of ``row`` being
+    listed first for ``depth=2``."""
+    present = np.flatnonzero(~np.isnan(row)).tolist()
+    values = row.tolist()
+    kinds = kind.tolist()
+    sizes = [int(n) for n in nval.tolist()]
+    moves = [(j, _values(values[j], kinds[j], sizes[j], rng)) for j in present]
+    first = _apply(row, moves)
+    if depth != 2 or not len(first):
+        return first
+    wide = [j for j in present if _is_wide(kinds[j], sizes[j])]
+    fixed = {j: vals for j, vals in moves if j not in wide}  # the same from every first neighbour
+    cols: list[int] = []
+    new: list[float] = []
+    counts: list[int] = []
+    for j, vals in moves:
+        for v in vals:
+            drawn = {k: _values(v if k == j else values[k], kinds[k], sizes[k], rng) for k in wide}
+            count = 0
+            for k in present:
+                if k == j:
+                    continue  # changes the first gene again: one gene or none from ``row``
+                other = drawn[k] if k in drawn else fixed[k]
+                cols.extend([k] * len(other))
+                new.extend(other)
+                count += len(other)
+            counts.append(count)
+    both = np.repeat(first, counts, axis=0)
+    both[np.arange(len(both)), cols] = new
+    return np.unique(both, axis=0)
+
+
+def draws_random(row: np.ndarray, kind: np.ndarray, nval: np.ndarray) -> bool:
+    """Whether :func:`neighbours` of ``row`` draws random numbers (a wide ordered gene is
+    present); if not, its result depends on ``row``, ``kind`` and ``nval`` alone."""
+    wide = (kind == 0) & (nval > _WIDE)
+    return bool((wide & ~np.isnan(row)).any())
+
+
+def _is_wide(kind: int, n: int) -> bool:
+    return kind == 0 and n > _WIDE
+
+
+def _values(v: float, kind: int, n: int, rng: np.random.RandomState) -> list[float]:
+    """The other values of one present gene with code ``v`` (sorted)."""
+    if kind == 2:
+        return sorted({min(1.0, max(0.0, v + step)) for step in _CONT_STEPS} - {v})
+    if n <= _WIDE or kind == 1:
+        return [float(i) for i in range(n) if i != v]
+    steps = 2.0 ** np.arange(int(math.log2(n)) + 1)
+    vals = np.concatenate([v + steps, v - steps, rng.randint(0, n, 4).astype(float)])
+    vals = vals[(vals >= 0) & (vals <= n - 1)]
+    return np.unique(vals[vals != v]).tolist()
+
+
+def _apply(row: np.ndarray, moves: list[tuple[int, list[float]]]) -> np.ndarray:
+    """Copies of ``row``, one per (gene, value) of ``moves``, with that gene set to that value."""
+    cols = [j for j, vals in moves for _ in vals]
+    out = np.repeat(row[None, :], len(cols), axis=0)
+    out[np.arange(len(cols)), cols] = [v for _, vals in moves for v in vals]
+    return out
 
 
 def compatible(old: BaseDistribution, new: BaseDistribution) -> bool:

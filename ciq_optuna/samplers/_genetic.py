@@ -20,7 +20,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ciq_optuna.samplers._binaries import BinaryModel
 from ciq_optuna.samplers._distance import RowDistances
-from ciq_optuna.samplers._genes import Gene, neighbours
+from ciq_optuna.samplers._genes import Gene, draws_random, neighbours
 from ciq_optuna.samplers._optuna import (
     cached_trials,
     contains,
@@ -292,6 +292,7 @@ class GeneticSampler(BaseGASampler):
         self._fail_stack: tuple = (-1, None, None)
         self._counted: tuple[int, list[int]] = (-1, [])
         self._integral_d: tuple[int, bool] = (-1, False)
+        self._neighbourhoods: dict[tuple, np.ndarray] = {}
         self._pairs: tuple[int, np.ndarray, np.ndarray | None] = (-1, np.empty(0, dtype=np.int64), None)
         self._row_distances = RowDistances(4 * _SURROGATE_WINDOW)
 
@@ -433,6 +434,7 @@ class GeneticSampler(BaseGASampler):
         self._scale = np.where(self._kind == 0, 1.0 / np.maximum(1.0, self._nval - 1), 1.0)
         self._mutable = np.array([g.size > 1 for g in genes])
         self._snap_cols = [j for j, g in enumerate(genes) if g.kind == "cont" and g.n]
+        self._neighbourhoods = {}
         self._tables_d = d
 
     # ------------------------------------------------------------------ defaults
@@ -868,11 +870,11 @@ class GeneticSampler(BaseGASampler):
         survivors = self._elite(order)[: self._ls_survivors]
         for r, depth in itertools.product(survivors, range(1, self._ls_depth + 1)):
             row = self._x[r, :d]
-            cands = neighbours(row, self._kind, self._nval, self._rng, depth)
+            cands = self._neighbours(row, depth)
             for j in self._snap_cols:
                 cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
             cands = self._project(cands)
-            new = _unseen(_keys(cands), taken, set())
+            new = _unseen(_keys(cands, self._integral(d)), taken, set())
             if not new:
                 continue
             cands = cands[new]
@@ -882,6 +884,19 @@ class GeneticSampler(BaseGASampler):
             if len(cands):
                 return cands
         return None
+
+    def _neighbours(self, row: np.ndarray, depth: int) -> np.ndarray:
+        """:func:`neighbours` of a genome, kept while that draws no random numbers (the result
+        is then the same every time: local search walks the same best trials again and again)."""
+        key = (row.tobytes(), depth)
+        cands = self._neighbourhoods.get(key)
+        if cands is None:
+            cands = neighbours(row, self._kind, self._nval, self._rng, depth)
+            if not draws_random(row, self._kind, self._nval):
+                if len(self._neighbourhoods) >= 64:
+                    self._neighbourhoods.clear()
+                self._neighbourhoods[key] = cands
+        return cands.copy()
 
     def _first_pick(self, cands: np.ndarray, order: np.ndarray) -> int:
         """Pick in generation 0: by the value statistics and failure risk once ``_g0_guide``
