@@ -39,13 +39,14 @@ def _genomes(rng: np.random.Generator, kind: np.ndarray, nval: np.ndarray, m: in
     return x
 
 
-def test_row_distances_equal_the_formula_bit_for_bit() -> None:
+@pytest.mark.parametrize("direct_terms", [0, 4096])  # 0: the tables always
+def test_row_distances_equal_the_formula_bit_for_bit(direct_terms: int) -> None:
     rng = np.random.default_rng(7)
     for _ in range(25):
         d = int(rng.integers(1, 40))
         kind, nval, scale = _space(rng, d)
         x = _genomes(rng, kind, nval, int(rng.integers(5, 300)))
-        table = RowDistances(window=int(rng.integers(1, 50)))  # small: the buffer shifts often
+        table = RowDistances(window=int(rng.integers(1, 50)), direct_terms=direct_terms)  # small: shifts often
         n = 0
         while n < len(x):
             n = min(len(x), n + int(rng.integers(1, 30)))
@@ -61,7 +62,7 @@ def test_row_distances_equal_the_formula_bit_for_bit() -> None:
     # a new gene (d grows): the tables are made again
     kind, nval, scale = _space(rng, 6)
     x = _genomes(rng, kind, nval, 80)
-    table = RowDistances(window=16)
+    table = RowDistances(window=16, direct_terms=direct_terms)
     idx = np.arange(40, 80)
     for width in (5, 6):
         cands = _genomes(rng, kind, nval, 4)[:, :width]

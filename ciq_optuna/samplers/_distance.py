@@ -20,6 +20,7 @@ _TABLE_VALUES = 64  # genes with at most this many values get a table
 _TABLE_CELLS = 1024  # table rows (values + 1 for absent) over all genes, at most
 _PW_BLOCK = 128  # numpy's PW_BLOCKSIZE
 _MIN_RUN = 16  # consecutive rows at the end of those asked for, read from the table as they are
+_DIRECT_TERMS = 4096  # up to this many (candidate, row, gene) terms, the formula is faster
 
 
 def direct(a: np.ndarray, b: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -76,8 +77,9 @@ class RowDistances:
     the tables again from the rows.
     """
 
-    def __init__(self, window: int = 1024) -> None:
+    def __init__(self, window: int = 1024, direct_terms: int = _DIRECT_TERMS) -> None:
         self.window = window
+        self.direct_terms = direct_terms  # calls with at most this many terms use the formula
         self._key: tuple = ()
         self._offset = np.zeros(0, dtype=np.intp)  # per gene: its first table row (tabled genes)
         self._row_gene = np.zeros(0, dtype=np.intp)
@@ -94,10 +96,10 @@ class RowDistances:
         final); ``nval``: values per gene; ``tabled``: genes coded by integers below ``nval``
         (the others use the formula, gene by gene)."""
         d = cands.shape[1]
-        self._update(x, n, d, scale, nval, tabled)
         m, k = len(cands), len(idx)
-        if k == 0 or m == 0 or d == 0:
-            return np.zeros((m, k))
+        if m * k * d <= self.direct_terms:  # the formula itself is faster for a few rows (same bits)
+            return direct(cands, x[idx, :d], scale) if k and m and d else np.zeros((m, k))
+        self._update(x, n, d, scale, nval, tabled)
         # the table's columns for the rows asked for: a view of a run of consecutive rows in the
         # table; columns made afresh (the same formula) for the other rows, e.g. old elite rows
         breaks = np.flatnonzero(np.diff(idx) != 1)

@@ -996,14 +996,15 @@ class GeneticSampler(BaseGASampler):
         if self._elite_cache[0] == key:  # most new trials do not enter the top rows
             return self._elite_cache[1]
         dist = self._pair_distances(cand)
+        # bit r of column i: row r is outside row i's niche (Python integers as bit sets)
+        packed = np.packbits(dist.T >= self._niche, axis=1, bitorder="little")
         chosen = [0]
-        free = dist[:, 0] >= self._niche  # not within the niche radius of a chosen row
-        free[0] = False
-        while len(chosen) < s and free.any():
-            i = int(np.argmax(free))  # the best row left outside every chosen row's niche
+        free = int.from_bytes(packed[0].tobytes(), "little") & ~1  # not within a chosen row's niche
+        while len(chosen) < s and free:
+            i = (free & -free).bit_length() - 1  # the best row left outside every chosen row's niche
             chosen.append(i)
-            free &= dist[:, i] >= self._niche
-            free[: i + 1] = False
+            free &= int.from_bytes(packed[i].tobytes(), "little")
+            free &= ~((2 << i) - 1)
         self._elite_cache = (key, cand[chosen])
         return cand[chosen]
 
