@@ -171,6 +171,9 @@ GENETIC_KNOBS = {
     "lsk": "_ls_keep",
     "g0": "_g0_guide",
     "fill": "_g0_fill",
+    "batch": "_child_batch",  # children bred at once per elite (time per trial)
+    "ties": "_first_ties",  # 1: nearest neighbours at equal distances: the earliest trials
+    "win": "_window",  # latest trials the nearest-neighbour pick compares with (time per trial)
 }
 
 

@@ -61,6 +61,9 @@ _FAIL_WEIGHT = 0.0  # weight of the failure risk in the value-statistics score o
 _MIX_GENS = 8  # "mix" while fewer trials than this many generations finished, then "knn"
 _KNN_CANDS = 16  # children compared by "knn" alone (its distances cost the most per candidate)
 _CHILD_BATCH = 512  # children bred at once per elite (drawn from by later trials while it holds)
+# Nearest neighbours at equal distances: False, as numpy's argpartition leaves them (its order
+# depends on the CPU's vector instructions); True, the earliest trials (three argmin passes).
+_FIRST_TIES = False
 # Local search (see GeneticSampler._local): share of the trials that try an unseen one-gene
 # neighbour of the best trials, before and after _LS_GENS whole generations without improvement;
 # neighbours likelier to fail than _LS_RISK (or than the trial they come from) are left out.
@@ -230,6 +233,9 @@ class GeneticSampler(BaseGASampler):
         self._fail_weight = _FAIL_WEIGHT
         self._mix_gens = _MIX_GENS
         self._knn_cands = _KNN_CANDS
+        self._child_batch = _CHILD_BATCH
+        self._window = _SURROGATE_WINDOW
+        self._first_ties = _FIRST_TIES
         self._ls_share = _LS_SHARE
         self._ls_stall = _LS_STALL
         self._ls_gens = _LS_GENS
@@ -943,7 +949,7 @@ class GeneticSampler(BaseGASampler):
     def _children(self, order: np.ndarray, m: int, strength: float) -> np.ndarray:
         """``m`` children of the survivors: tournament, crossover, mutation.
 
-        Children of one elite are independent draws, so they are bred ``_CHILD_BATCH`` at a time
+        Children of one elite are independent draws, so they are bred ``_child_batch`` at a time
         and handed out to the following trials while the elite (and ``strength``) stays the same:
         the cost of breeding is shared by many trials."""
         d = len(self._names)
@@ -953,7 +959,7 @@ class GeneticSampler(BaseGASampler):
         if batch is None or batch[1] + m > len(batch[0]):
             if len(self._child_batches) >= 16:
                 self._child_batches.clear()
-            batch = self._child_batches[key] = [self._breed(x, max(m, _CHILD_BATCH), strength), 0]
+            batch = self._child_batches[key] = [self._breed(x, max(m, self._child_batch), strength), 0]
         start = batch[1]
         batch[1] += m
         return batch[0][start : start + m].copy()
@@ -1100,14 +1106,17 @@ class GeneticSampler(BaseGASampler):
         """Score of each candidate (lower is better): the fitness rank of its nearest evaluated
         trials (failures worst) plus its failure risk."""
         n = self._n
-        lo = max(0, n - _SURROGATE_WINDOW)
+        lo = max(0, n - self._window)
         elite = order[: self._survivors()]
         idx = np.concatenate([np.sort(elite[elite < lo]), np.arange(lo, n)])
         dist = self._distances(cands, idx)
         rank = self._ranks(order)[idx]  # the fitness rank in [0, 1), failures 1
         bad = np.where(rank >= 0, rank / max(1, len(order)), 1.0)
         k = min(3, len(idx))
-        near = np.argpartition(dist, k - 1, axis=1)[:, :k]
+        if self._first_ties:
+            near = _smallest(dist, k)
+        else:
+            near = np.argpartition(dist, k - 1, axis=1)[:, :k]
         w = 1.0 / (dist[np.arange(len(dist))[:, None], near] + 1e-3)
         score = (bad[near] * w).sum(axis=1) / w.sum(axis=1) + self._fail_risk(cands)
         return score + self._rng.uniform(0.0, 1e-6, len(score))
@@ -1276,6 +1285,18 @@ def _keys(codes: np.ndarray, integral: bool = False) -> list[tuple]:
     an integer, so the rounding is left out (it would change nothing)."""
     codes = np.where(np.isnan(codes), -1.0, codes)
     return list(map(tuple, (codes if integral else np.round(codes, 9)).tolist()))
+
+
+def _smallest(dist: np.ndarray, k: int) -> np.ndarray:
+    """Columns of the ``k`` smallest values of each row, smallest first, ties to the first
+    column (``np.argsort(dist, kind="stable")[:, :k]``, by ``k`` argmin passes)."""
+    left = dist.copy()
+    rows = np.arange(len(dist))
+    near = np.empty((len(dist), k), dtype=np.intp)
+    for t in range(k):
+        near[:, t] = j = left.argmin(axis=1)
+        left[rows, j] = math.inf
+    return near
 
 
 def _crowding(v: np.ndarray) -> np.ndarray:
