@@ -6,6 +6,7 @@ import itertools
 import json
 import logging
 import math
+import struct
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -285,7 +286,7 @@ class GeneticSampler(BaseGASampler):
         self._sorted: tuple[int, np.ndarray, np.ndarray] = (0, np.empty(0, dtype=np.int64), np.empty(0))
         self._ranks_cache: tuple[np.ndarray | None, np.ndarray] = (None, np.empty(0, dtype=np.int64))
         self._binaries = BinaryModel()
-        self._keys: set[tuple] = set()
+        self._keys: set[bytes] = set()
         self._keys_d = 0
         self._rules: list[tuple[int, int, np.ndarray]] = []
         self._rules_n = -1
@@ -375,7 +376,7 @@ class GeneticSampler(BaseGASampler):
             self._counted = (d, [j for j, g in enumerate(genes) if g.kind != "cont" and g.n <= _MAX_TABLE])
         return self._counted[1]
 
-    def _taken_finished(self) -> set[tuple]:
+    def _taken_finished(self) -> set[bytes]:
         d = len(self._names)
         if self._keys_d != d:
             self._keys = set(_keys(self._x[: self._n, :d]))
@@ -679,7 +680,7 @@ class GeneticSampler(BaseGASampler):
                 return
             pool = self._resolve_defaults(study) or 1
             fixed = trial.system_attrs.get("fixed_params") or {}
-            running: set[tuple] = set()
+            running: set[bytes] = set()
             for n in self._pending:
                 t = trials[n]
                 if t.number != trial.number:
@@ -813,7 +814,7 @@ class GeneticSampler(BaseGASampler):
                 return self._decode(local[i]), guess[i]
         pool: list[np.ndarray] = []  # blocks of fresh candidate rows
         n_fresh = 0
-        seen: set[tuple] = set()
+        seen: set[bytes] = set()
         last = None
         for attempt in range(6):
             if evolve and attempt < 4 and not explore:
@@ -1158,10 +1159,10 @@ class _Taken:
 
     __slots__ = ("finished", "running")
 
-    def __init__(self, finished: set[tuple], running: set[tuple]) -> None:
+    def __init__(self, finished: set[bytes], running: set[bytes]) -> None:
         self.finished, self.running = finished, running
 
-    def __contains__(self, key: tuple) -> bool:
+    def __contains__(self, key: bytes) -> bool:
         return key in self.finished or key in self.running
 
 
@@ -1259,7 +1260,7 @@ _KINDS = {"ord": 0, "cat": 1, "cont": 2}
 _MAX_TABLE = 4096
 
 
-def _unseen(keys: list[tuple], taken: _Taken, seen: set[tuple], as_run: list[tuple] | None = None) -> list[int]:
+def _unseen(keys: list[bytes], taken: _Taken, seen: set[bytes], as_run: list[bytes] | None = None) -> list[int]:
     """Indices of the candidates whose key is neither in the study (``taken``) nor met before
     (``seen``, which gets them); with ``as_run`` (the same candidates' keys as the objective will
     run them), that key must not be in the study either."""
@@ -1275,16 +1276,21 @@ def _unseen(keys: list[tuple], taken: _Taken, seen: set[tuple], as_run: list[tup
     return new
 
 
-def _key(codes: list[float]) -> tuple:
-    """``_keys`` of one genome given as a list of integral codes (rounding changes nothing)."""
-    return tuple([-1.0 if c != c else c for c in codes])
+def _key(codes: list[float]) -> bytes:
+    """``_keys`` of one genome given as a list of integer codes (rounding changes nothing)."""
+    return struct.pack(f"@{len(codes)}d", *[-1.0 if c != c else c for c in codes])
 
 
-def _keys(codes: np.ndarray, integral: bool = False) -> list[tuple]:
-    """Hashable identity of each genome row (absent genes as -1); ``integral``: every code is
-    an integer, so the rounding is left out (it would change nothing)."""
+def _keys(codes: np.ndarray, integral: bool = False) -> list[bytes]:
+    """Hashable identity of each genome row: the bytes of its codes, absent genes as -1, rounded
+    to 9 decimals (``integral``: every code is an integer, so the rounding is left out)."""
     codes = np.where(np.isnan(codes), -1.0, codes)
-    return list(map(tuple, (codes if integral else np.round(codes, 9)).tolist()))
+    if not integral:
+        codes = np.round(codes, 9) + 0.0  # + 0.0: -0.0 becomes 0.0, the same key
+    m, d = codes.shape
+    if not d:
+        return [b""] * m
+    return np.ascontiguousarray(codes).view(np.dtype((np.void, 8 * d))).ravel().tolist()
 
 
 def _smallest(dist: np.ndarray, k: int) -> np.ndarray:
