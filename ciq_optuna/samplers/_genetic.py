@@ -297,6 +297,7 @@ class GeneticSampler(BaseGASampler):
         self._fail_tab: dict[int, np.ndarray] = {}
         self._n_failed = 0
         self._fail_stack: tuple = (-1, None, None)
+        self._fail_rates: tuple = (None, None, None)
         self._counted: tuple[int, list[int]] = (-1, [])
         self._integral_d: tuple[int, bool] = (-1, False)
         self._neighbourhoods: dict[tuple, np.ndarray] = {}
@@ -1145,13 +1146,22 @@ class GeneticSampler(BaseGASampler):
                 self._fail_tab[j] = stack[:, i, :w]  # a view: the counts of new rows land in the stack
             self._fail_stack = (len(self._fail_tab), cols, stack)
         _, cols, stack = self._fail_stack
-        c = cands[:, cols]
-        absent = np.isnan(c)
-        ci = np.where(absent, 0, c).astype(int)
-        prior = self._n_failed / self._n
-        rate = (stack[0, np.arange(len(cols)), ci] + 2.0 * prior) / (stack[1, np.arange(len(cols)), ci] + 2.0)
-        rate[absent] = 0.0
-        return np.maximum(rate.max(axis=1), 0.0)
+        if self._fail_rates[0] != (self._n, stack.shape):  # per gene and value, 0 for absent (last)
+            prior = self._n_failed / self._n
+            rates = np.zeros((len(cols), stack.shape[2] + 1))
+            rates[:, :-1] = (stack[0] + 2.0 * prior) / (stack[1] + 2.0)
+            self._fail_rates = ((self._n, stack.shape), rates.ravel(), np.arange(len(cols)) * rates.shape[1])
+        _, rates, first = self._fail_rates
+        c = cands[:, cols] if len(cols) != cands.shape[1] else cands  # every gene: in column order
+        width = stack.shape[2]
+        ci = np.where(np.isnan(c), width, c).astype(np.intp)
+        if ci.min() < 0 or ci.max() > width:  # a code outside the tables (a fixed value out of range)
+            ci = np.where(np.isnan(c), 0, c).astype(int)
+            prior = self._n_failed / self._n
+            rate = (stack[0, np.arange(len(cols)), ci] + 2.0 * prior) / (stack[1, np.arange(len(cols)), ci] + 2.0)
+            rate[np.isnan(c)] = 0.0
+            return np.maximum(rate.max(axis=1), 0.0)
+        return np.maximum(rates[ci + first].max(axis=1), 0.0)
 
 
 class _Taken:
