@@ -1,0 +1,87 @@
+"""GeneticSampler's fast paths against their plain definitions (the speed work keeps proposals):
+the two-gene neighbourhood, the niche elite and the failure risk."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import optuna
+
+from ciq_optuna.samplers import GeneticSampler
+from ciq_optuna.samplers._genes import draws_random, neighbours
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _two_genes_by_definition(row: np.ndarray, kind: np.ndarray, nval: np.ndarray, rng: np.random.RandomState) -> np.ndarray:
+    """The one-gene neighbours of every one-gene neighbour, those two genes away kept, sorted."""
+    first = neighbours(row, kind, nval, rng)
+    if not len(first):
+        return first
+    both = np.concatenate([neighbours(r, kind, nval, rng) for r in first])
+    both = both[((both != row) & ~np.isnan(row)).sum(axis=1) == 2]
+    return np.unique(both, axis=0)
+
+
+def test_two_gene_neighbourhood_is_the_neighbours_of_the_neighbours() -> None:
+    r = np.random.RandomState(5)
+    for _ in range(200):
+        d = r.randint(1, 7)
+        kind = r.randint(0, 3, d)  # ordered, categorical, continuous
+        nval = np.array([1.0 if k == 2 else float(r.choice([1, 2, 3, 5, 16, 17, 40])) for k in kind])
+        row = np.array([r.rand() if k == 2 else float(r.randint(0, int(n))) for k, n in zip(kind, nval)])
+        row[r.rand(d) < 0.2] = math.nan  # absent genes
+        seed = r.randint(1000)
+        fast, plain = np.random.RandomState(seed), np.random.RandomState(seed)
+        got = neighbours(row, kind, nval, fast, depth=2)
+        want = _two_genes_by_definition(row, kind, nval, plain)
+        assert got.shape == want.shape
+        assert np.array_equal(np.nan_to_num(got, nan=-7.0), np.nan_to_num(want, nan=-7.0))
+        after = fast.rand()
+        assert after == plain.rand()  # the same random numbers drawn (wide genes)
+        if not draws_random(row, kind, nval):
+            assert after == np.random.RandomState(seed).rand()  # none drawn at all
+
+
+def _objective(trial: optuna.Trial) -> float:
+    x = trial.suggest_int("x", 0, 12)
+    mode = trial.suggest_categorical("mode", ["a", "b", "c"])
+    u = trial.suggest_categorical("u", [1, 2, 4, 8])
+    if x > 9 and u > 2:
+        raise ValueError("a failing region")
+    return abs(x - 4) // 2 + (mode == "b") + abs(u - 2)
+
+
+def test_niche_elite_and_failure_risk_equal_their_formulas() -> None:
+    sampler = GeneticSampler(pool_size=24, seed=3)  # 8 survivors
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(_objective, n_trials=150, catch=(ValueError,))
+    assert sampler._n_failed > 0
+    order = sampler._order()
+    # the elite: greedily the best rows outside the niche of every better chosen row
+    cand = order[: 8 * sampler._survivors()]
+    dist = sampler._pair_distances(cand)
+    chosen = [0]
+    for i in range(1, len(cand)):
+        if len(chosen) < sampler._survivors() and all(dist[i, c] >= sampler._niche for c in chosen):
+            chosen.append(i)
+    assert chosen != list(range(len(chosen)))  # the niche left some of the best rows out
+    sampler._elite_cache = ((), np.empty(0, dtype=int))
+    assert sampler._elite(order).tolist() == cand[chosen].tolist()
+    # the failure risk: the highest smoothed failure rate of a candidate's values
+    d = len(sampler._names)
+    cands = np.array(sampler._children(order, 30, 1.0))
+    cands[0, 1] = math.nan  # an absent gene counts 0
+    prior = sampler._n_failed / sampler._n
+    x = sampler._x[: sampler._n, :d]
+    failed = np.isnan(sampler._v[: sampler._n, 0])
+    want = []
+    for c in cands:
+        rates = [0.0]
+        for j in range(d):
+            if not math.isnan(c[j]):
+                same = x[:, j] == c[j]
+                rates.append((np.sum(same & failed) + 2.0 * prior) / (np.sum(same) + 2.0))
+        want.append(max(rates))
+    assert np.allclose(sampler._fail_risk(cands), want, rtol=0, atol=1e-12)
