@@ -75,7 +75,7 @@ class _Reference(GeneticSampler):
     them on each call), the fitness order and the last improvement worked out from every row on
     each call."""
 
-    def _distances(self, cands: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    def _distances(self, cands: np.ndarray, idx: np.ndarray, run_from: int | None = None) -> np.ndarray:
         return direct(cands, self._x[idx, : len(self._names)], self._scale)
 
     def _pair_distances(self, rows: np.ndarray) -> np.ndarray:

@@ -74,13 +74,16 @@ class RowDistances:
     latest ``window`` rows (kept in a buffer of twice that, shifted when full: O(values) per row).
 
     Rows must not change once added; a change of the genes (``d``, kinds or value counts) makes
-    the tables again from the rows.
+    the tables again from the rows (pass new arrays for ``scale``, ``nval`` and ``tabled`` then:
+    the same array objects are taken as unchanged).
     """
 
     def __init__(self, window: int = 1024, direct_terms: int = _DIRECT_TERMS) -> None:
         self.window = window
         self.direct_terms = direct_terms  # calls with at most this many terms use the formula
         self._key: tuple = ()
+        self._arrays: tuple = ()
+        self._keep: tuple = ()
         self._offset = np.zeros(0, dtype=np.intp)  # per gene: its first table row (tabled genes)
         self._row_gene = np.zeros(0, dtype=np.intp)
         self._has_table = np.zeros(0, dtype=bool)
@@ -90,11 +93,12 @@ class RowDistances:
 
     def __call__(
         self, x: np.ndarray, n: int, cands: np.ndarray, idx: np.ndarray, scale: np.ndarray,
-        nval: np.ndarray, tabled: np.ndarray,
+        nval: np.ndarray, tabled: np.ndarray, run_from: int | None = None,
     ) -> np.ndarray:
         """Distances of ``cands`` (m x d) to rows ``idx`` of ``x`` (its first ``n`` rows are
         final); ``nval``: values per gene; ``tabled``: genes coded by integers below ``nval``
-        (the others use the formula, gene by gene)."""
+        (the others use the formula, gene by gene); ``run_from``: ``idx[run_from:]`` are known
+        to be consecutive rows (else found out)."""
         d = cands.shape[1]
         m, k = len(cands), len(idx)
         if m * k * d <= self.direct_terms:  # the formula itself is faster for a few rows (same bits)
@@ -102,8 +106,11 @@ class RowDistances:
         self._update(x, n, d, scale, nval, tabled)
         # the table's columns for the rows asked for: a view of a run of consecutive rows in the
         # table; columns made afresh (the same formula) for the other rows, e.g. old elite rows
-        breaks = np.flatnonzero(np.diff(idx) != 1)
-        a = int(breaks[-1]) + 1 if len(breaks) else 0  # idx[a:] are consecutive rows
+        if run_from is None or run_from >= k:
+            breaks = np.flatnonzero(np.diff(idx) != 1)
+            a = int(breaks[-1]) + 1 if len(breaks) else 0  # idx[a:] are consecutive rows
+        else:
+            a = run_from
         run = (a == 0 or k - a >= _MIN_RUN) and int(idx[a]) >= self._base and int(idx[-1]) < self._upto
         if run:
             table = self._table[:, int(idx[a]) - self._base : int(idx[-1]) + 1 - self._base]
@@ -134,9 +141,9 @@ class RowDistances:
     def _update(
         self, x: np.ndarray, n: int, d: int, scale: np.ndarray, nval: np.ndarray, tabled: np.ndarray
     ) -> None:
-        key = (d, scale.tobytes(), nval.tobytes(), tabled.tobytes())
         cap = 2 * self.window
-        if key != self._key:
+        same = self._arrays == (d, id(scale), id(nval), id(tabled))  # the same arrays: no change
+        if not same and (key := (d, scale.tobytes(), nval.tobytes(), tabled.tobytes())) != self._key:
             self._key = key
             order = sorted(np.flatnonzero(tabled & (nval <= _TABLE_VALUES)).tolist(), key=lambda j: (nval[j], j))
             genes, cells = [], 0
@@ -155,6 +162,8 @@ class RowDistances:
             self._row_scale = scale[self._row_gene]
             self._table = np.zeros((max(1, len(self._row_gene)), cap))
             self._base = self._upto = max(0, n - self.window)
+        self._arrays = (d, id(scale), id(nval), id(tabled))
+        self._keep = (scale, nval, tabled)  # so that their ids are not reused while compared
         if n <= self._upto:
             return
         if n - self._base > cap:  # keep the latest ``window`` rows, at the front

@@ -441,6 +441,7 @@ class GeneticSampler(BaseGASampler):
         self._sigma = np.array([g.sigma for g in genes])
         self._scale = np.where(self._kind == 0, 1.0 / np.maximum(1.0, self._nval - 1), 1.0)
         self._mutable = np.array([g.size > 1 for g in genes])
+        self._tabled = self._kind != _KINDS["cont"]
         self._snap_cols = [j for j, g in enumerate(genes) if g.kind == "cont" and g.n]
         self._neighbourhoods = {}
         self._tables_d = d
@@ -640,7 +641,7 @@ class GeneticSampler(BaseGASampler):
             best = np.argsort(-novel, kind="stable")[:16]
             return int(best[self._explore_pick(cands[best], order)])
         idx = np.arange(max(0, n - 4 * _SURROGATE_WINDOW), n)
-        near = self._distances(cands, idx).min(axis=1) if len(idx) else np.ones(len(cands))
+        near = self._distances(cands, idx, 0).min(axis=1) if len(idx) else np.ones(len(cands))
         score = near * (1.0 - self._fail_risk(cands))
         return int(np.argmax(score + self._rng.uniform(0.0, 1e-6, len(score))))
 
@@ -1110,8 +1111,9 @@ class GeneticSampler(BaseGASampler):
         n = self._n
         lo = max(0, n - self._window)
         elite = order[: self._survivors()]
-        idx = np.concatenate([np.sort(elite[elite < lo]), np.arange(lo, n)])
-        dist = self._distances(cands, idx)
+        old = np.sort(elite[elite < lo])
+        idx = np.concatenate([old, np.arange(lo, n)])
+        dist = self._distances(cands, idx, len(old))
         rank = self._ranks(order)[idx]  # the fitness rank in [0, 1), failures 1
         bad = np.where(rank >= 0, rank / max(1, len(order)), 1.0)
         k = min(3, len(idx))
@@ -1123,12 +1125,13 @@ class GeneticSampler(BaseGASampler):
         score = (bad[near] * w).sum(axis=1) / w.sum(axis=1) + self._fail_risk(cands)
         return score + self._rng.uniform(0.0, 1e-6, len(score))
 
-    def _distances(self, cands: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    def _distances(self, cands: np.ndarray, idx: np.ndarray, run_from: int | None = None) -> np.ndarray:
         """Distance of each candidate to each evaluated row in ``idx`` (sum of per-gene distances
         in [0, 1]; an absent gene against a present one counts 1; see ``_distance.direct``),
-        from per-gene tables over the latest rows (:class:`RowDistances`)."""
+        from per-gene tables over the latest rows (:class:`RowDistances`); ``idx[run_from:]``:
+        consecutive rows, if known."""
         return self._row_distances(
-            self._x, self._n, cands, idx, self._scale, self._nval, self._kind != _KINDS["cont"]
+            self._x, self._n, cands, idx, self._scale, self._nval, self._tabled, run_from
         )
 
     def _fail_risk(self, cands: np.ndarray) -> np.ndarray:
