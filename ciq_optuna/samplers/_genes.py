@@ -26,6 +26,7 @@ from optuna.distributions import (
 
 # Discrete ranges larger than this are handled as continuous positions.
 _MAX_ORD = 1_000_000
+_DECODE_TABLE = 4096  # discrete genes with at most this many values keep their values by code
 
 
 def _is_number(x: Any) -> bool:
@@ -35,7 +36,7 @@ def _is_number(x: Any) -> bool:
 class Gene:
     """Coding and operators of one parameter."""
 
-    __slots__ = ("name", "dist", "kind", "n", "choices", "order", "rank", "sigma")
+    __slots__ = ("name", "dist", "kind", "n", "choices", "order", "rank", "sigma", "_decoded")
 
     def __init__(self, name: str, dist: BaseDistribution) -> None:
         self.name = name
@@ -43,6 +44,7 @@ class Gene:
         self.choices: list[Any] = []
         self.order: list[int] = []
         self.rank: dict[int, int] = {}
+        self._decoded: list[Any] | None = None
         if isinstance(dist, CategoricalDistribution):
             self.choices = list(dist.choices)
             self.n = len(self.choices)
@@ -88,6 +90,16 @@ class Gene:
         return 0.0 if hi <= lo else min(1.0, max(0.0, (v - lo) / (hi - lo)))
 
     def decode(self, code: float) -> Any:
+        table = self._decoded
+        if table is not None:  # a discrete gene: its values by code, made once
+            i = int(code)
+            if 0 <= i < len(table):
+                return table[i]
+        elif self.kind != "cont" and 0 < self.n <= _DECODE_TABLE:
+            self._decoded = [self._decode(float(i)) for i in range(self.n)]
+        return self._decode(code)
+
+    def _decode(self, code: float) -> Any:
         d = self.dist
         if isinstance(d, CategoricalDistribution):
             i = int(code)

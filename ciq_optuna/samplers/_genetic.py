@@ -492,11 +492,8 @@ class GeneticSampler(BaseGASampler):
         return codes
 
     def _decode(self, row: np.ndarray) -> dict[str, Any]:
-        return {
-            name: self._genes[name].decode(row[j])
-            for j, name in enumerate(self._names)
-            if not math.isnan(row[j])
-        }
+        genes = self._genes
+        return {name: genes[name].decode(c) for name, c in zip(self._names, row.tolist()) if c == c}
 
     # ------------------------------------------------------------------ fitness
 
@@ -1028,9 +1025,8 @@ class GeneticSampler(BaseGASampler):
             at = np.array([where.get(r, -1) for r in rows.tolist()], dtype=np.intp)
             new = np.flatnonzero(at < 0)
             if len(new) <= len(rows) // 4:
-                old = np.flatnonzero(at >= 0)
-                dist = np.empty((len(rows), len(rows)))
-                dist[np.ix_(old, old)] = last[np.ix_(at[old], at[old])]
+                at[new] = 0  # any row: the new rows and columns are written below
+                dist = last.take(at, axis=0).take(at, axis=1)
                 if len(new):
                     fresh = self._distances(self._x[rows[new], :d], rows)
                     dist[new] = fresh
