@@ -115,7 +115,12 @@ class RowDistances:
         if run:
             table = self._table[:, int(idx[a]) - self._base : int(idx[-1]) + 1 - self._base]
             if a:
-                table = np.concatenate([self._columns(x[idx[:a]]), table], axis=1)
+                old = idx[:a]
+                if int(old.min()) >= self._base:  # still in the table: its columns
+                    old = self._table.take(old - self._base, axis=1)
+                else:
+                    old = self._columns(x[old])
+                table = np.concatenate([old, table], axis=1)
         else:
             table = self._columns(x[idx])
         nan = np.isnan(cands)
