@@ -118,7 +118,7 @@ def build_sampler(name: str, seed: int, n_objectives: int = 1) -> optuna.sampler
     s = optuna.samplers
     if name.startswith("genetic:"):  # a variant for tuning, e.g. genetic:stall=3+epoch=4
         return genetic_variant(name, seed)
-    if name.startswith("genetic@"):  # the sampler module at a commit, e.g. genetic@173bc19
+    if name.startswith("genetic@"):  # the sampler package at a commit, e.g. genetic@173bc19
         return genetic_at(name.split("@", 1)[1])(seed=seed)
     if name == "genetic":
         from ciq_optuna.samplers import GeneticSampler
