@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import optuna
@@ -120,12 +121,11 @@ def worker(url: str, trials: int) -> list[tuple[float, float]]:
     return out
 
 
-def measure(url: str, sizes: list[int], trials: int, workers: list[int]) -> list[tuple[int, int, float, float]]:
+def measure(url: str, sizes: list[int], trials: int, workers: list[int]) -> Iterator[tuple[int, int, float, float]]:
     """(workers, trials in the study when the timed runs start, CPU ms per trial, wall ms per
-    trial) per size and worker count."""
+    trial) per size and worker count, each as soon as it is measured."""
     storage = resolve_storage(url, default_path=Path("unused.db"))
     study = optuna.create_study(storage=storage, study_name=STUDY, load_if_exists=True)
-    out = []
     for size in sizes:
         prefill(storage, study._study_id, size)
         for count in workers:
@@ -146,8 +146,7 @@ def measure(url: str, sizes: list[int], trials: int, workers: list[int]) -> list
                     raise SystemExit("a worker failed")
             cpu = statistics.median(statistics.median(c for c, _ in run) for run in runs)
             wall = statistics.median(statistics.median(w for _, w in run) for run in runs)
-            out.append((count, start, cpu, wall))
-    return out
+            yield count, start, cpu, wall
 
 
 def main() -> None:
