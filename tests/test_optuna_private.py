@@ -280,7 +280,9 @@ def test_killed_tune_keeps_every_finished_trial_and_resumes(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
-def test_read_trials_returns_what_optunas_orm_read_returns(database: str, tmp_path: Path, request) -> None:
+def test_read_trials_returns_what_optunas_orm_read_returns(
+    database: str, tmp_path: Path, request, monkeypatch
+) -> None:
     """The one-statement read of changed trials equals ``RDBStorage._get_trials`` field by field:
     every distribution kind, infinite and multi-objective values, intermediate values (NaN, inf),
     attributes, WAITING/FAIL/RUNNING trials, the included-ids filter; KeyError for no study."""
@@ -309,6 +311,7 @@ def test_read_trials_returns_what_optunas_orm_read_returns(database: str, tmp_pa
     running.set_user_attr("u", [1, 2])
     study.tell(study.ask(dists), [2.0, 3.0])
     study.enqueue_trial({"i": 6})
+    storage.flush_trial(running._trial_id)  # its parameter now, not by the timer between two reads
     backend = storage._backend
     sid = study._study_id
     ids = [t._trial_id for t in backend.get_all_trials(sid, deepcopy=False)]
@@ -322,5 +325,8 @@ def test_read_trials_returns_what_optunas_orm_read_returns(database: str, tmp_pa
         TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING, TrialState.COMPLETE, TrialState.WAITING
     ]
     assert running.number == 2  # the first enqueued trial, asked for and running with its attribute
+    monkeypatch.setattr("ciq_optuna.study._optuna.MAX_LISTED_IDS", 1)  # too many ids: read all above the lowest
+    many = read_trials(storage._conns, sid, {ids[0], ids[2]}, ids[3])
+    assert [t._trial_id for t in many] == ids and [repr(t) for t in many] == [repr(t) for t in read_trials(storage._conns, sid, set(), -1)]
     with pytest.raises(KeyError):
         read_trials(storage._conns, sid + 1000, set(), -1)

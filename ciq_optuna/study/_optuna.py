@@ -96,6 +96,10 @@ FLUSH_DELAY = 0.2
 #: the heartbeat interval and the grace period: the lease is renewed as before).
 BEAT_AGAIN_S = 1.0
 
+#: Most unfinished trial ids listed in one read of the changed trials (SQLite allows 32,766 bind
+#: parameters per statement); above it, every trial from the lowest of them on is read.
+MAX_LISTED_IDS = 5000
+
 #: Every private name this module uses, checked by tests/test_optuna_private.py.
 PRIVATE_NAMES = (
     "optuna.storages._cached_storage._CachedStorage",
@@ -774,6 +778,8 @@ def read_trials(conns: _Connections, study_id: int, unfinished: Iterable[int], l
     from optuna.storages._rdb import models
 
     inc = [trial_id for trial_id in unfinished if trial_id <= last_finished]
+    if len(inc) > MAX_LISTED_IDS:  # too many bind parameters for one statement: all from the lowest on
+        last_finished, inc = min(inc) - 1, []
     with conns.reading() as conn:
         rows = conn.execute(conns.sql.changed, {"sid": study_id, "gt": last_finished, "inc": inc}).all()
         if not rows and conn.execute(conns.sql.study_exists, {"sid": study_id}).scalar() is None:
