@@ -33,6 +33,7 @@ def _instances() -> dict[type, object]:
     return {
         optuna.storages.RDBStorage: rdb,
         optuna.storages._cached_storage._CachedStorage: optuna.storages._cached_storage._CachedStorage(rdb),
+        optuna.storages._cached_storage._StudyInfo: optuna.storages._cached_storage._StudyInfo(),
         optuna.study.Study: study,
         optuna.trial.Trial: trial,
         optuna.trial.FrozenTrial: study.trials[0],
@@ -168,6 +169,39 @@ def test_a_second_process_sees_new_trials_and_its_writes(tmp_path: Path) -> None
         t.suggest_float("x", 0.0, 1.0)
 
 
+def test_a_trial_enqueued_by_another_process_is_run_without_a_read_of_the_study_otherwise(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Optuna's look for WAITING trials finds one enqueued (or re-queued) by another process while
+    other processes' trials run; when there is none it reads no trial."""
+    import ciq_optuna.study._optuna as private
+
+    db = tmp_path / "w.db"
+    one = resolve_storage(None, default_path=db, heartbeat_interval=None)
+    two = resolve_storage(None, default_path=db, heartbeat_interval=None)
+    s1 = optuna.create_study(storage=one, study_name="s")
+    s1.optimize(_objective, n_trials=2, catch=(ValueError,))
+    s2 = optuna.load_study(storage=two, study_name="s")
+    other = s2.ask()  # another process's running trial: every read of s1 is a real one now
+    reads = []
+    real = private.read_trials
+    monkeypatch.setattr(private, "read_trials", lambda *a: reads.append(a) or real(*a))
+    s1.get_trials(deepcopy=False)  # reads the other process's running trial
+    reads.clear()
+    sid = s1._study_id
+    assert one.get_all_trials(sid, deepcopy=False, states=(TrialState.WAITING,)) == []
+    assert reads == []  # one index look-up, no read of the changed trials
+    s2.enqueue_trial({"x": 7})
+    waiting = one.get_all_trials(sid, deepcopy=False, states=(TrialState.WAITING,))
+    assert [t.state for t in waiting] == [TrialState.WAITING]
+    assert waiting[0].system_attrs["fixed_params"] == {"x": 7}
+    trial = s1.ask()  # Optuna pops the enqueued trial
+    assert trial.number == waiting[0].number and trial.suggest_int("x", 0, 50) == 7
+    s1.tell(trial, 1.0)
+    s2.tell(other, 2.0)
+    assert one.get_all_trials(sid, deepcopy=False, states=(TrialState.WAITING,)) == []
+
+
 def test_trials_numbered_as_optuna_numbers_them_beside_plain_optuna(tmp_path: Path) -> None:
     """Trial numbers from the previous trial's number are Optuna's count of earlier trials, also
     when plain Optuna, a template trial and a second study create trials in between, and when a
@@ -243,3 +277,56 @@ def test_killed_tune_keeps_every_finished_trial_and_resumes(tmp_path: Path) -> N
     states = [t.state for t in study.trials]
     assert TrialState.RUNNING not in states
     assert sum(s == TrialState.COMPLETE for s in states) == len(complete) + 2
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_read_trials_returns_what_optunas_orm_read_returns(
+    database: str, tmp_path: Path, request, monkeypatch
+) -> None:
+    """The one-statement read of changed trials equals ``RDBStorage._get_trials`` field by field:
+    every distribution kind, infinite and multi-objective values, intermediate values (NaN, inf),
+    attributes, WAITING/FAIL/RUNNING trials, the included-ids filter; KeyError for no study."""
+    from ciq_optuna.study._optuna import read_trials
+
+    url = request.getfixturevalue("postgres_db_url") if database == "postgresql" else f"sqlite:///{tmp_path}/r.db"
+    storage = resolve_storage(url, default_path=tmp_path / "x.db")
+    study = optuna.create_study(storage=storage, directions=["minimize", "maximize"])
+    dists = {
+        "f": optuna.distributions.FloatDistribution(1e-3, 1.0, log=True),
+        "g": optuna.distributions.FloatDistribution(0.0, 1.0, step=0.25),
+        "i": optuna.distributions.IntDistribution(2, 64, step=2),
+        "c": optuna.distributions.CategoricalDistribution(["a", None, 3, 2.5, True]),
+    }
+    params = {"f": 0.01, "g": 0.75, "i": 8, "c": None}
+    study.add_trial(
+        optuna.trial.create_trial(
+            params=params, distributions=dists, values=[float("inf"), -float("inf")],
+            user_attrs={"flags": ["-O3"], "m": {"x": 1}}, system_attrs={"s": 2},
+            intermediate_values={0: 1.5, 3: float("nan"), 7: float("-inf")},
+        )
+    )
+    study.add_trial(optuna.trial.create_trial(state=TrialState.FAIL, user_attrs={"error": "boom"}))
+    study.enqueue_trial({"i": 4, "c": "a"})
+    running = study.ask({"f": dists["f"]})
+    running.set_user_attr("u", [1, 2])
+    study.tell(study.ask(dists), [2.0, 3.0])
+    study.enqueue_trial({"i": 6})
+    storage.flush_trial(running._trial_id)  # its parameter now, not by the timer between two reads
+    backend = storage._backend
+    sid = study._study_id
+    ids = [t._trial_id for t in backend.get_all_trials(sid, deepcopy=False)]
+    for included, greater_than in ((set(), -1), ({ids[2], ids[4]}, ids[3]), (set(), ids[1]), ({ids[0]}, ids[-1])):
+        ours = read_trials(storage._conns, sid, included, greater_than)
+        theirs = backend._get_trials(sid, None, included, greater_than)
+        assert [t._trial_id for t in ours] == [t._trial_id for t in theirs]
+        for a, b in zip(ours, theirs):
+            assert repr(a) == repr(b)  # every field, NaN included (repr, since NaN != NaN)
+    assert [t.state for t in read_trials(storage._conns, sid, set(), -1)] == [
+        TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING, TrialState.COMPLETE, TrialState.WAITING
+    ]
+    assert running.number == 2  # the first enqueued trial, asked for and running with its attribute
+    monkeypatch.setattr("ciq_optuna.study._optuna.MAX_LISTED_IDS", 1)  # too many ids: read all above the lowest
+    many = read_trials(storage._conns, sid, {ids[0], ids[2]}, ids[3])
+    assert [t._trial_id for t in many] == ids and [repr(t) for t in many] == [repr(t) for t in read_trials(storage._conns, sid, set(), -1)]
+    with pytest.raises(KeyError):
+        read_trials(storage._conns, sid + 1000, set(), -1)

@@ -1,0 +1,212 @@
+"""CPU per trial of each ``ciq-optuna tune`` process when 1, 2 or 4 of them share one study.
+
+    nice -n 10 python benchmarks/tune_workers.py --fill-cache fill.db [--storage postgresql sqlite] \
+        [--sizes 100 1000 5000] [--workers 1 2 4] [--chunk 24]
+
+The real ``tune`` (stencil example, sm_90a, ``--minimize spill-bytes``, no screening, no
+simplification, as ``benchmarks/overhead.py`` runs it) in W processes at once on one study
+(PostgreSQL 15 started by tests/conftest.py's PostgresServer, fsync on; or a SQLite file as
+``resolve_storage`` opens it). The study is first filled up to each size with the real finished
+trials of ``--fill-cache`` (the SQLite fill study ``benchmarks/overhead.py`` makes, 5,000 real
+compiles), copied in as rows in one transaction (Optuna's ``add_trials`` takes one transaction per
+trial: too slow for 5,000 trials on PostgreSQL).
+
+Each worker process, in turn, first runs one trial (not measured: it reads the study), then a run
+of one trial alone (CPU ``c1``); then all W run together until the study holds ``W * --chunk``
+more trials (CPU ``cK`` for the ``k`` trials each created). CPU per trial of that worker =
+``(cK - c1) / (k - 1)``, as in overhead.py (start-up, the first read and the ACF cancel out; ptxas
+runs in a child and is not in it). The table gives the median over the workers. Wall clock is not
+shown: W processes on a shared 2-core machine wait for each other's compiles.
+
+To compare two versions of the code, run this script with the other tree on ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import optuna
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(1, str(REPO / "tests"))
+
+from ciq_optuna.study.storage import resolve_storage  # noqa: E402
+
+KERNEL = REPO / "examples" / "stencil" / "stencil.sm_90a.ptx"
+STUDY = "workers"
+
+
+def _config(trials: int, workdir: Path, seed: int):  # type: ignore[no-untyped-def]
+    from ciq_optuna.tune import TuneConfig
+
+    return TuneConfig(
+        kernel=KERNEL,
+        arch="sm_90a",
+        minimize=["spill-bytes"],
+        trials=trials,
+        study_name=STUDY,
+        workdir=workdir,
+        acf=workdir / "out.acf",
+        progress=False,
+        simplify=False,
+        screen=False,
+        seed=seed,
+    )
+
+
+def copy_trials(storage: object, study_id: int, trials: list[optuna.trial.FrozenTrial]) -> None:
+    """Insert finished ``trials`` into a study as Optuna's rows, numbered after its trials, in one
+    transaction."""
+    import sqlalchemy as sa
+    from optuna.storages._rdb import models
+
+    t_trials, t_params = models.TrialModel.__table__, models.TrialParamModel.__table__
+    t_values, t_user = models.TrialValueModel.__table__, models.TrialUserAttributeModel.__table__
+    with storage._backend.engine.begin() as conn:  # type: ignore[attr-defined]
+        have = conn.execute(sa.select(sa.func.count()).select_from(t_trials).where(t_trials.c.study_id == study_id)).scalar()
+        for number, t in enumerate(trials, start=have):
+            utc = [d.astimezone(datetime.timezone.utc).replace(tzinfo=None) if d else None
+                   for d in (t.datetime_start, t.datetime_complete)]
+            trial_id = conn.execute(
+                sa.insert(t_trials)
+                .values(number=number, study_id=study_id, state=t.state, datetime_start=utc[0], datetime_complete=utc[1])
+                .returning(t_trials.c.trial_id)
+            ).scalar()
+            rows = [
+                {"trial_id": trial_id, "param_name": name, "param_value": t.distributions[name].to_internal_repr(value),
+                 "distribution_json": optuna.distributions.distribution_to_json(t.distributions[name])}
+                for name, value in t.params.items()
+            ]
+            if rows:
+                conn.execute(sa.insert(t_params), rows)
+            rows = [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)} for k, v in t.user_attrs.items()]
+            if rows:
+                conn.execute(sa.insert(t_user), rows)
+            for objective, value in enumerate(t.values or ()):
+                stored, kind = models.TrialValueModel.value_to_stored_repr(value)
+                conn.execute(sa.insert(t_values).values(trial_id=trial_id, objective=objective, value=stored, value_type=kind))
+
+
+def child(url: str, workdir: Path, seed: int) -> None:
+    """One worker: ``one`` on stdin runs one trial alone, ``go N`` runs tune until the study holds
+    N trials; each answers on stdout (JSON: CPU seconds, trials this process created)."""
+    from ciq_optuna.tune import tune
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    logging.getLogger("ciq_optuna").setLevel(logging.ERROR)
+    storage = resolve_storage(url, default_path=workdir / "x.db")
+    created = [0]
+    create = storage.create_new_trial
+
+    def counted(study_id: int, template_trial: object = None) -> int:
+        created[0] += template_trial is None
+        return create(study_id, template_trial)
+
+    storage.create_new_trial = counted  # type: ignore[method-assign]
+    study = optuna.load_study(storage=storage, study_name=STUDY)
+    for line in sys.stdin:
+        word, *rest = line.split()
+        n = int(rest[0]) if rest else len(study.get_trials(deepcopy=False)) + 1
+        c0, k0 = time.process_time(), created[0]
+        tune(_config(n, workdir, seed), storage=storage)
+        print(json.dumps([time.process_time() - c0, created[0] - k0]), flush=True)
+
+
+def measure(url: str, fill: list[optuna.trial.FrozenTrial], sizes: list[int], workers: list[int], chunk: int, work: Path):
+    """(workers, trials in the study, median CPU ms per trial over the workers, min, max) per run."""
+    from ciq_optuna.tune import tune
+
+    storage = resolve_storage(url, default_path=work / "x.db")
+    study = tune(_config(4, work, 0), storage=storage).study  # seed trials: the study, its attributes
+    used = 0
+    for size in sizes:
+        missing = size - len(study.get_trials(deepcopy=False))
+        if missing > 0:
+            copy_trials(storage, study._study_id, fill[used : used + missing])
+            used += missing
+        for count in workers:
+            procs = []
+            for i in range(count):
+                wd = Path(tempfile.mkdtemp(prefix=f"w{i}-", dir=work))
+                procs.append(subprocess.Popen(
+                    [sys.executable, __file__, "--child", url, "--workdir", str(wd), "--seed", str(i + 1)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                ))
+            ones = []
+            for p in procs:  # in turn: the first read of the study, then one trial alone
+                for _ in range(2):
+                    p.stdin.write("one\n")
+                    p.stdin.flush()
+                    ones.append(json.loads(p.stdout.readline()))
+            start = len(study.get_trials(deepcopy=False))
+            for p in procs:
+                p.stdin.write(f"go {start + count * chunk}\n")
+                p.stdin.flush()
+            runs = [json.loads(p.stdout.readline()) for p in procs]
+            for p in procs:
+                p.stdin.close()
+                p.wait()
+            per_trial = [
+                1000 * (cpu - one[0]) / (k - 1) for (cpu, k), one in zip(runs, ones[1::2]) if k > 1
+            ]
+            yield count, start, statistics.median(per_trial), min(per_trial), max(per_trial), [k for _, k in runs]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--storage", nargs="+", default=["postgresql", "sqlite"])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 5000])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--chunk", type=int, default=24, help="trials per worker in a measured run")
+    parser.add_argument("--fill-cache", required=False, help="SQLite file of the fill trials (made by overhead.py)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, Path(args.workdir), args.seed)
+        return
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    logging.getLogger("ciq_optuna").setLevel(logging.ERROR)
+    fill_storage = resolve_storage(args.fill_cache, default_path=Path(args.fill_cache))
+    fill = [t for t in optuna.load_study(storage=fill_storage, study_name="fill").get_trials(deepcopy=False)
+            if t.state.is_finished()]
+    if len(fill) < max(args.sizes):
+        raise SystemExit(f"{args.fill_cache} holds {len(fill)} fill trials; make them with benchmarks/overhead.py")
+    import ciq_optuna
+
+    print(f"# {' '.join(sys.argv)}  (ciq_optuna from {Path(ciq_optuna.__file__).parent})")
+    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f}")
+    print("| storage | workers | trials in study | tune CPU ms/trial, each worker (median) | min-max | trials per worker |")
+    print("|---|---:|---:|---:|---:|---|")
+    with tempfile.TemporaryDirectory(prefix="ciq-tune-workers-") as tmp:
+        for kind in args.storage:
+            server = None
+            work = Path(tempfile.mkdtemp(prefix=kind, dir=tmp))
+            if kind == "postgresql":
+                from conftest import PostgresServer
+
+                server = PostgresServer().start()
+                url = server.url()
+            else:
+                url = f"sqlite:///{work}/s.db"
+            try:
+                for count, size, med, lo, hi, ks in measure(url, fill, args.sizes, args.workers, args.chunk, work):
+                    print(f"| {kind} | {count} | {size} | {med:.1f} | {lo:.1f}-{hi:.1f} | {ks} |", flush=True)
+            finally:
+                if server is not None:
+                    server.stop()
+
+
+if __name__ == "__main__":
+    main()
