@@ -171,6 +171,9 @@ GENETIC_KNOBS = {
     "lsk": "_ls_keep",
     "g0": "_g0_guide",
     "fill": "_g0_fill",
+    "g0s": "_g0_sobol",
+    "g0b": "_g0_breed",
+    "lsfix": "_ls_repair",
 }
 
 
