@@ -84,8 +84,9 @@ _G0_FILL = False
 # generation 0 on, children of the complete trials (0: generation 0 is all design/random).
 _G0_SOBOL = False
 _G0_BREED = 0.0
-# Local search: two-gene moves holding a one-gene move that failed are taken first (_repair.py).
-_LS_REPAIR = False
+# Local search: two-gene moves holding a one-gene move that failed are taken first (_repair.py);
+# 2: only those whose other one-gene move is complete.
+_LS_REPAIR = 0
 # Binary-aware search: share of predicted repeats compiled anyway, so a wrong prediction is caught.
 _CHECK_RATE = 0.1
 # ... and of those that stretch an inertness to a context not seen yet (BinaryModel.predict).
@@ -877,7 +878,9 @@ class GeneticSampler(BaseGASampler):
             cands = cands[new]
             cands = cands[self._fail_risk(cands) <= max(self._ls_risk, float(self._fail_risk(row[None, :])[0]))]
             if depth == 2 and self._ls_repair:
-                fix = repairs(row, cands, self._failed_keys(), lambda m: _keys(self._project(m)))
+                failed = self._failed_keys()
+                ok = taken.finished - failed if self._ls_repair == 2 else None
+                fix = repairs(row, cands, failed, lambda m: _keys(self._project(m)), ok)
                 cands = cands[fix] if fix.any() else cands
             if len(cands) > self._ls_keep:  # the nearest-neighbour pick compares the most typical ones
                 cands = cands[np.argsort(self._value_counts(order).score(cands), kind="stable")[: self._ls_keep]]
