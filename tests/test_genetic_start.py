@@ -74,9 +74,9 @@ def test_repairs_are_pairs_holding_a_failed_single_move() -> None:
     failed = set(_keys(np.array([[4.0, 1.0, 0.0], [1.0, 1.0, 4.0]])))
     assert repairs(row, cands, failed, _keys).tolist() == [True, True, False, False, True]
     assert not repairs(row, cands, set(), _keys).any()
-    # only pairs whose other move works alone: (4, 1, 2) with (1, 1, 2) complete
+    # only pairs whose other move works alone: (1, 4, 0) and (1, 1, 2) are complete
     ok = set(_keys(np.array([[1.0, 1.0, 2.0], [1.0, 4.0, 0.0]])))
-    assert repairs(row, cands, failed, _keys, ok).tolist() == [False, True, False, False, False]
+    assert repairs(row, cands, failed, _keys, ok).tolist() == [True, True, False, False, False]
 
 
 def test_local_search_takes_repair_moves_first() -> None:
