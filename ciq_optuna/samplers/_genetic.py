@@ -86,7 +86,7 @@ _G0_SOBOL = False
 _G0_BREED = 0.0
 # Local search: two-gene moves holding a one-gene move that failed are taken first (_repair.py);
 # 2: only those whose other one-gene move is complete.
-_LS_REPAIR = 0
+_LS_REPAIR = 1
 # Binary-aware search: share of predicted repeats compiled anyway, so a wrong prediction is caught.
 _CHECK_RATE = 0.1
 # ... and of those that stretch an inertness to a context not seen yet (BinaryModel.predict).
