@@ -151,7 +151,9 @@ class GeneticSampler(BaseGASampler):
 
     Local search: once a whole generation brought no improvement, every second trial (until a
     restart begins) is an unseen neighbour of the best trial: first those one gene away, then
-    those two genes away (genes that only work when changed together), the 32 most typical of
+    those two genes away (genes that only work when changed together): first the pairs that hold
+    a one-gene move that failed (the failing change with one that may repair it, see
+    ``_repair.py``), of those the 32 most typical of
     the best trials by the value statistics compared by the nearest-neighbour pick; neighbours
     likelier to fail than 0.85 (and than the best trial) are left out.  When the best trial's
     neighbourhood is done, the next survivor's follows.  On small discrete spaces the random
