@@ -174,6 +174,9 @@ GENETIC_KNOBS = {
     "batch": "_child_batch",  # children bred at once per elite (time per trial)
     "ties": "_first_ties",  # 1: nearest neighbours at equal distances: the earliest trials
     "win": "_window",  # latest trials the nearest-neighbour pick compares with (time per trial)
+    "g0s": "_g0_sobol",
+    "g0b": "_g0_breed",
+    "lsfix": "_ls_repair",
 }
 
 

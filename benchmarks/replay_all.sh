@@ -28,6 +28,24 @@ $run run --out $R/replay_so_local.jsonl.gz --samplers genetic --seeds 50 --budge
 python benchmarks/replay.py report --results "$R/replay_so.jsonl.gz#random,tpe,tpe_indep,nsga2,qmc,qmc_default" \
   "$R/replay_so_surrogate.jsonl.gz@before" $R/replay_so_local.jsonl.gz
 $run timing --dataset gemm_RTX_3090 --samplers 'genetic,genetic:lss=0,nsga2' --trials 1000 --repeat 3 --out $R/timing_local.jsonl
+# issue 10, fourth round (Sobol generation 0, breeding inside generation 0, repair moves); the tuning rows were
+# made while the repair moves were off by default: lsfix=0 in front restores that
+$run run --out $R/replay_tuning_start.jsonl.gz --seed0 100 --seeds 20 --budget 400 --jobs 2 --samplers \
+  'genetic:lsfix=0,genetic:lsfix=0+g0s=1,genetic:lsfix=0+g0b=0.5,genetic:lsfix=0+g0b=0.25,genetic:lsfix=0+lsfix=1,genetic:lsfix=0+g0s=1+g0b=0.5,genetic:lsfix=0+g0b=0.5+lsfix=1,genetic:lsfix=0+g0s=1+g0b=0.5+lsfix=1,genetic:lsfix=0+lsfix=1+ls=0.1,genetic:lsfix=0+g0b=0.5+lsfix=1+ls=0.1'
+$run run --out $R/replay_tuning_start2.jsonl.gz --seed0 100 --seeds 20 --budget 400 --jobs 2 --samplers \
+  'genetic:lsfix=0+g0b=0.25+lsfix=1,genetic:lsfix=0+g0b=0.25+g0s=1,genetic:lsfix=0+g0b=0.25+g0s=1+lsfix=1,genetic:lsfix=0+g0b=0.35,genetic:lsfix=0+g0b=0.15,genetic:lsfix=0+lsfix=2,genetic:lsfix=0+g0b=0.25+lsfix=2,genetic:lsfix=0+g0b=0.25+g0s=1+lsfix=2'
+$run run --out $R/replay_tuning_start3.jsonl.gz --seed0 120 --seeds 30 --budget 400 --jobs 2 --samplers \
+  'genetic:lsfix=0,genetic:lsfix=0+g0b=0.35+lsfix=1,genetic:lsfix=0+g0b=0.25+g0s=1+lsfix=1'
+python benchmarks/replay.py report --results $R/replay_tuning_start3.jsonl.gz --loo 'genetic;genetic:g0b=0.35+lsfix=1;genetic:g0b=0.25+g0s=1+lsfix=1'
+$run run --out $R/replay_tuning_start4.jsonl.gz --seed0 120 --seeds 30 --budget 400 --jobs 2 --samplers 'genetic:lsfix=0+lsfix=1'
+$run run --out $R/replay_tuning_start5.jsonl.gz --seed0 150 --seeds 30 --budget 400 --jobs 2 --samplers 'genetic:lsfix=0,genetic:lsfix=0+lsfix=1'
+$run run --out $R/replay_so_start.jsonl.gz --seeds 50 --budget 400 --jobs 2 --samplers 'genetic:g0b=0.25+g0s=1+lsfix=1'
+python benchmarks/replay.py report --results "$R/replay_so.jsonl.gz#random,tpe,tpe_indep,nsga2,qmc,qmc_default" \
+  $R/replay_so_local.jsonl.gz $R/replay_so_start.jsonl.gz
+$run run --out $R/replay_so_repair.jsonl.gz --samplers genetic --seeds 50 --budget 400 --jobs 2
+python benchmarks/replay.py report --results "$R/replay_so.jsonl.gz#random,tpe,tpe_indep,nsga2,qmc,qmc_default" \
+  "$R/replay_so_local.jsonl.gz@before" $R/replay_so_repair.jsonl.gz
+$run timing --dataset gemm_RTX_3090 --samplers 'genetic,genetic:lsfix=0,nsga2' --trials 1000 --repeat 3 --out $R/timing_repair.jsonl
 python benchmarks/replay.py report --results "$R/replay_so.jsonl.gz#random,tpe,tpe_indep,nsga2,qmc,qmc_default" \
   "$R/replay_so_restarts.jsonl.gz#genetic:stall=3+epoch=4+explore=0.25+eglobal=0.75" $R/replay_so_surrogate.jsonl.gz
 $run timing --dataset gemm_RTX_3090 --samplers genetic,nsga2,random,tpe --trials 1000 --repeat 3 --out $R/timing_surrogate.jsonl

@@ -30,6 +30,8 @@ from ciq_optuna.samplers._optuna import (
     study_id_of,
     trial_id_of,
 )
+from ciq_optuna.samplers._repair import repairs
+from ciq_optuna.samplers._start import SobolStart, breeds_early
 from ciq_optuna.samplers._surrogate import ValueCounts
 
 _LOG = logging.getLogger("ciq_optuna.samplers")
@@ -82,6 +84,13 @@ _LS_KEEP = 32  # neighbours that the value statistics pass on to the nearest-nei
 # candidates (0: every trial of generation 0 is random); _G0_FILL: prefer seldom-tried values.
 _G0_GUIDE = 0
 _G0_FILL = False
+# Generation 0 as a scrambled Sobol design (_start.py); from slot _G0_BREED * pool_size of
+# generation 0 on, children of the complete trials (0: generation 0 is all design/random).
+_G0_SOBOL = False
+_G0_BREED = 0.0
+# Local search: two-gene moves holding a one-gene move that failed are taken first (_repair.py);
+# 2: only those whose other one-gene move is complete.
+_LS_REPAIR = 1
 # Binary-aware search: share of predicted repeats compiled anyway, so a wrong prediction is caught.
 _CHECK_RATE = 0.1
 # ... and of those that stretch an inertness to a context not seen yet (BinaryModel.predict).
@@ -146,7 +155,9 @@ class GeneticSampler(BaseGASampler):
 
     Local search: once a whole generation brought no improvement, every second trial (until a
     restart begins) is an unseen neighbour of the best trial: first those one gene away, then
-    those two genes away (genes that only work when changed together), the 32 most typical of
+    those two genes away (genes that only work when changed together): first the pairs that hold
+    a one-gene move that failed (the failing change with one that may repair it, see
+    ``_repair.py``), of those the 32 most typical of
     the best trials by the value statistics compared by the nearest-neighbour pick; neighbours
     likelier to fail than 0.85 (and than the best trial) are left out.  When the best trial's
     neighbourhood is done, the next survivor's follows.  On small discrete spaces the random
@@ -247,6 +258,10 @@ class GeneticSampler(BaseGASampler):
         self._ls_keep = _LS_KEEP
         self._g0_guide = _G0_GUIDE
         self._g0_fill = _G0_FILL
+        self._g0_sobol = _G0_SOBOL
+        self._g0_breed = _G0_BREED
+        self._ls_repair = _LS_REPAIR
+        self._sobol = SobolStart(seed)
         self._child_batches: dict[tuple, list] = {}
         self._counts: ValueCounts | None = None
         self._binary_attr = binary_attr
@@ -303,6 +318,7 @@ class GeneticSampler(BaseGASampler):
         self._neighbourhoods: dict[tuple, np.ndarray] = {}
         self._pairs: tuple[int, np.ndarray, np.ndarray | None] = (-1, np.empty(0, dtype=np.int64), None)
         self._row_distances = RowDistances(4 * _SURROGATE_WINDOW)
+        self._failed_cache: tuple[int, set[bytes]] = (-1, set())
 
     def _gene_for(self, name: str, dist: BaseDistribution) -> None:
         if name in self._genes:
@@ -791,7 +807,7 @@ class GeneticSampler(BaseGASampler):
         fixed_row = self._encode(fixed) if fixed else None
         fixed_cols = np.where(~np.isnan(fixed_row))[0] if fixed else []
         order = self._order()
-        evolve = generation > 0 and len(order) > 0
+        evolve = (generation > 0 or breeds_early(number, pool_size, self._g0_breed, len(order))) and len(order) > 0
         parents, explore, stalled, start = order, False, 0, None
         if evolve and not fixed:
             stalled, start = self._stagnation_at(generation, pool_size)
@@ -822,6 +838,8 @@ class GeneticSampler(BaseGASampler):
                 cands = self._random_genomes(_EXPLORE_CANDIDATES)
             else:
                 cands = self._random_genomes(64 if attempt < 5 else 512)
+                if self._g0_sobol and not evolve and attempt == 0:
+                    cands[0] = self._sobol.row(number, self._kind, self._nval)
             for j in self._snap_cols:
                 cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
             if len(fixed_cols):
@@ -885,6 +903,11 @@ class GeneticSampler(BaseGASampler):
                 continue
             cands = cands[new]
             cands = cands[self._fail_risk(cands) <= max(self._ls_risk, float(self._fail_risk(row[None, :])[0]))]
+            if depth == 2 and self._ls_repair:
+                failed = self._failed_keys()
+                ok = taken.finished - failed if self._ls_repair == 2 else None
+                fix = repairs(row, cands, failed, lambda m: _keys(self._project(m)), ok)
+                cands = cands[fix] if fix.any() else cands
             if len(cands) > self._ls_keep:  # the nearest-neighbour pick compares the most typical ones
                 cands = cands[np.argsort(self._value_counts(order).score(cands), kind="stable")[: self._ls_keep]]
             if len(cands):
@@ -903,6 +926,14 @@ class GeneticSampler(BaseGASampler):
                     self._neighbourhoods.clear()
                 self._neighbourhoods[key] = cands
         return cands.copy()
+
+    def _failed_keys(self) -> set[bytes]:
+        """Keys of the failed configurations (cached per number of rows)."""
+        if self._failed_cache[0] != self._n:
+            d = len(self._names)
+            rows = np.where(np.isnan(self._v[: self._n, 0]))[0]
+            self._failed_cache = (self._n, set(_keys(self._x[rows, :d])))
+        return self._failed_cache[1]
 
     def _first_pick(self, cands: np.ndarray, order: np.ndarray) -> int:
         """Pick in generation 0: by the value statistics and failure risk once ``_g0_guide``

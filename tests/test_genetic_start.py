@@ -1,0 +1,109 @@
+"""GeneticSampler's start (generation 0 as a Sobol design, breeding inside generation 0) and
+the local search's two-gene repair moves."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import optuna
+from optuna.distributions import IntDistribution
+from optuna.trial import TrialState, create_trial
+
+from ciq_optuna.samplers import GeneticSampler
+from ciq_optuna.samplers._genetic import _keys, _Taken
+from ciq_optuna.samplers._repair import repairs
+from ciq_optuna.samplers._start import SobolStart, breeds_early
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def test_sobol_rows_spread_every_gene_evenly() -> None:
+    kind, nval = np.array([0, 1, 2]), np.array([4.0, 8.0, 1.0])
+    start = SobolStart(seed=3)
+    rows = np.array([start.row(i, kind, nval) for i in range(16)])
+    assert Counter(rows[:, 0].tolist()) == {v: 4 for v in (0.0, 1.0, 2.0, 3.0)}
+    assert Counter(rows[:, 1].tolist()) == {float(v): 2 for v in range(8)}
+    assert ((rows[:, 2] >= 0) & (rows[:, 2] < 1)).all() and len(set(rows[:, 2])) == 16
+    assert np.array_equal(SobolStart(seed=3).row(40, kind, nval), start.row(40, kind, nval))
+    assert not np.array_equal(SobolStart(seed=4).row(5, kind, nval), start.row(5, kind, nval))
+    # a gene seen later starts the sequence again with one more dimension
+    assert start.row(2, np.array([0, 1, 2, 0]), np.array([4.0, 8.0, 1.0, 2.0])).shape == (4,)
+
+
+def test_generation_zero_follows_the_design() -> None:
+    def objective(trial: optuna.Trial) -> float:
+        return float(sum(trial.suggest_int(k, 0, 7) for k in "abc"))
+
+    sampler = GeneticSampler(pool_size=16, seed=5)
+    sampler._g0_sobol, sampler._g0_breed = True, 0.0  # the whole of generation 0 from the design
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(objective, n_trials=16)
+    design = SobolStart(seed=5)
+    kind, nval = np.zeros(3, dtype=int), np.full(3, 8.0)
+    planned = [tuple(design.row(t.number, kind, nval).astype(int)) for t in study.trials[1:]]
+    got = [tuple(t.params[k] for k in "abc") for t in study.trials[1:]]
+    assert sum(p == g for p, g in zip(planned, got, strict=True)) >= 13  # the rest: a clash with trial 0
+
+
+def test_breeding_starts_inside_generation_zero() -> None:
+    assert not breeds_early(3, 20, 0.5, 5) and breeds_early(10, 20, 0.5, 2)
+    assert not breeds_early(10, 20, 0.5, 1) and not breeds_early(25, 20, 0.5, 5)
+    assert not breeds_early(10, 20, 0.0, 5) and not breeds_early(10, 20, 1.0, 5)
+
+    def second_half_good(share: float) -> int:
+        def objective(trial: optuna.Trial) -> float:
+            x = [trial.suggest_int(k, 0, 9) for k in "abcde"]
+            if x[0] > 2:
+                raise ValueError("only a <= 2 runs")
+            return float(sum(x))
+
+        sampler = GeneticSampler(pool_size=20, seed=2)
+        sampler._g0_breed = share
+        study = optuna.create_study(sampler=sampler)
+        study.optimize(objective, n_trials=20, catch=(ValueError,))
+        return sum(t.state == TrialState.COMPLETE for t in study.trials[10:])
+
+    # children of the complete trials keep a <= 2 (random ones: 3 in 10 expected)
+    assert second_half_good(0.5) >= second_half_good(0.0) + 3
+
+
+def test_repairs_are_pairs_holding_a_failed_single_move() -> None:
+    row = np.array([1.0, 1.0, 0.0])
+    cands = np.array([[4.0, 4.0, 0.0], [4.0, 1.0, 2.0], [2.0, 2.0, 0.0], [1.0, 3.0, 1.0], [2.0, 1.0, 4.0]])
+    failed = set(_keys(np.array([[4.0, 1.0, 0.0], [1.0, 1.0, 4.0]])))
+    assert repairs(row, cands, failed, _keys).tolist() == [True, True, False, False, True]
+    assert not repairs(row, cands, set(), _keys).any()
+    # only pairs whose other move works alone: (1, 4, 0) and (1, 1, 2) are complete
+    ok = set(_keys(np.array([[1.0, 1.0, 2.0], [1.0, 4.0, 0.0]])))
+    assert repairs(row, cands, failed, _keys, ok).tolist() == [True, True, False, False, False]
+
+
+def test_local_search_takes_repair_moves_first() -> None:
+    """The best trial's one-gene neighbourhood is done and a = 4 failed there: the two-gene moves
+    that hold a = 4 come first (the value statistics alone rank them last)."""
+    dists = {k: IntDistribution(0, 4) for k in "abc"}
+    rows = [((1, 1, 1), 0.0)]
+    for j in range(3):
+        for w in range(5):
+            x = [1, 1, 1]
+            x[j] = w
+            if w != 1:
+                rows.append((tuple(x), None if (j == 0 and w == 4) else 1.0 + w))
+    found = {}
+    for repair in (True, False):
+        sampler = GeneticSampler(pool_size=4, survivors=1, seed=0)
+        sampler._ls_repair = repair
+        study = optuna.create_study(sampler=sampler)
+        for x, value in rows:
+            state = TrialState.FAIL if value is None else TrialState.COMPLETE
+            params = dict(zip("abc", x, strict=True))
+            study.add_trial(create_trial(params=params, distributions=dists, value=value, state=state))
+        sampler._sync(study)
+        sampler._resolve_defaults(study)
+        sampler._learn_activation()
+        sampler._tables()
+        local = sampler._local(sampler._order(), _Taken(sampler._taken_finished(), set()))
+        found[repair] = [sampler._decode(r)["a"] for r in local]
+    assert found[True] and all(a == 4 for a in found[True])
+    assert any(a != 4 for a in found[False])
