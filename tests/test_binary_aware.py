@@ -202,6 +202,11 @@ def test_class_look_up_by_hash_equals_the_look_up_setting_by_setting() -> None:
     for k, v, g in zip(by_hash.tolist(), values.tolist(), got.tolist(), strict=True):
         want = next((c for lo, hi, c in maps[keys[k]] if lo <= v <= hi), v) if k >= 0 else v
         assert g == want
+    rule = _binaries._GeneRule([1, 2, 3, 4], maps, None)  # gene 0, switched by genes 1-4
+    both = np.column_stack([values, rows])
+    few = np.concatenate([rule.column(both[a : a + 10], 0) for a in range(0, 500, 10)])  # row by row
+    np.testing.assert_array_equal(rule.column(both, 0), got)
+    np.testing.assert_array_equal(few, got)
 
 
 def _objective(trial: optuna.Trial) -> float:

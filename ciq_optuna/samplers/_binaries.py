@@ -42,6 +42,8 @@ _APART = 2
 _ANY = -7.0  # canonical code of a gene inert as a whole
 # More new trials than this at once: their evidence is derived in one vectorised pass.
 _BULK = 16
+# Fewer rows than this are canonicalised row by row (a vectorised look-up costs more).
+_FEW_ROWS = 48
 
 
 class BinaryModel:
@@ -76,7 +78,6 @@ class BinaryModel:
         self._canon_rows = np.empty((0, 0))  # canonical settings of the indexed trials
         self._keys: list[tuple] = []
         self._groups: dict[tuple, _Group] = {}
-        self._version = 0  # changes whenever canonical settings of indexed trials change
         self._contexts: dict[int, _Context] = {}
         self._presence = _Presence()
 
@@ -224,7 +225,7 @@ class BinaryModel:
                 self._keys.append(key)
                 self._groups.setdefault(key, _Group()).put(i, self._hash[i])
             self._stale = False
-            self._version += 1
+            self._contexts.clear()
             return
         moved: set[int] = set()
         m = len(self._keys)
@@ -256,8 +257,9 @@ class BinaryModel:
             for i, key in enumerate(map(tuple, canon.tolist()), start=m):
                 self._keys.append(key)
                 self._groups.setdefault(key, _Group()).put(i, self._hash[i])
-        if moved:
-            self._version += 1
+        if moved:  # the contexts of the genes whose inert pairs hold a trial that moved
+            for j in [j for j in self._contexts if not moved.isdisjoint(self._genes[j].s_rows)]:
+                del self._contexts[j]
 
     def predict(self, codes: np.ndarray) -> list[tuple[str, int, int] | None]:
         """For each configuration: (binary hash, number of a trial that compiled it, doubt)
@@ -326,8 +328,8 @@ class BinaryModel:
             return None
         gene = self._genes[j]  # digested by _refresh
         ctx = self._contexts.get(j)
-        if ctx is None or ctx.version != self._version:
-            ctx = self._contexts[j] = _Context(self._version, self._width)
+        if ctx is None:
+            ctx = self._contexts[j] = _Context(self._width)
         ctx.extend(self._canon_rows, gene.s_order)
         return ctx
 
@@ -520,12 +522,12 @@ class _Gene:
 
 class _Context:
     """Per column: the canonical settings seen in some trials (set, lowest and highest >= 0;
-    lowest > highest when none), as of one version of the canonical settings."""
+    lowest > highest when none); dropped when the canonical settings of one of them change."""
 
-    __slots__ = ("version", "done", "values", "lo", "hi")
+    __slots__ = ("done", "values", "lo", "hi")
 
-    def __init__(self, version: int, width: int) -> None:
-        self.version, self.done = version, 0
+    def __init__(self, width: int) -> None:
+        self.done = 0
         self.values: list[set[float]] = [set() for _ in range(width)]
         self.lo, self.hi = [np.inf] * width, [-np.inf] * width
 
@@ -617,18 +619,25 @@ class _GeneRule:
     __hash__ = None  # type: ignore[assignment]
 
     def column(self, rows: np.ndarray, j: int) -> np.ndarray:
-        """Gene ``j``'s canonical codes in ``rows`` (raw codes, absent = -1): one look-up of
-        (setting of the switches, value) in the classes of every setting at once."""
+        """Gene ``j``'s canonical codes in ``rows`` (raw codes, absent = -1); with switches, one
+        look-up of (setting of the switches, value) in the classes of every setting at once."""
         col = rows[:, j]
         out = col.copy()
-        if self.maps and len(rows):
+        if self.switches and len(rows) > _FEW_ROWS:
             if self._table is None:
                 self._table = _ClassTable(self.maps)
-            if self.switches:
-                key = self._table.key_of(rows[:, self.switches])
-            else:
-                key = np.zeros(len(rows), dtype=np.int64)
-            out = self._table.lookup(key, col)
+            out = self._table.lookup(self._table.key_of(rows[:, self.switches]), col)
+        elif self.switches:  # a few candidates: row by row
+            values = col.tolist()
+            for i, key in enumerate(map(tuple, rows[:, self.switches].tolist())):
+                for lo, hi, c in self.maps.get(key, ()):
+                    if lo <= values[i] <= hi:
+                        out[i] = c
+                        break
+        else:
+            for classes in self.maps.values():  # one setting: a few classes, disjoint
+                for lo, hi, c in classes:
+                    out[(col >= lo) & (col <= hi)] = c
         if self.whole is not None:
             q, settings, interval = self.whole
             if q < 0:
