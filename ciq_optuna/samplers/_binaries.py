@@ -338,12 +338,11 @@ class BinaryModel:
         suggested there (a parameter whose condition depends on one or two others, e.g. a
         register-usage level not offered at ``-O0``), so a planned configuration is compared as
         the objective will see it."""
-        conditions = self._presence.conditions(self._rows, len(self._hash), self._width)
+        self._presence.conditions(self._rows, len(self._hash), self._width)
         for _ in range(2):  # a condition on a gene that is itself conditional
-            for j, q, table in conditions:
-                for i, setting in enumerate(map(tuple, rows[:, q].tolist())):
-                    if rows[i, j] >= 0 and table.get(setting) is False:
-                        rows[i, j] = -1.0
+            for j, q, off in self._presence.absent_where():
+                hit = (rows[:, None, q] == off).all(axis=2).any(axis=1)
+                rows[hit & (rows[:, j] >= 0), j] = -1.0
         return rows
 
 
@@ -358,6 +357,7 @@ class _Presence:
         self._candidates: dict[int, list[tuple[tuple[int, ...], dict[tuple, bool]]]] = {}
         self._paired: set[int] = set()  # genes whose candidates are pairs (no single gene decides)
         self._out: list[tuple[int, list[int], dict[tuple, bool]]] = []
+        self._absent: list[tuple[int, list[int], np.ndarray]] | None = None
 
     def conditions(self, rows: np.ndarray, n: int, width: int) -> list[tuple[int, list[int], dict[tuple, bool]]]:
         if n == self._upto:
@@ -378,7 +378,7 @@ class _Presence:
                 self._candidates[j] = _deciders(rows[:n, :width], j, 2)
                 self._paired.add(j)
         self._upto = n
-        self._out = []
+        self._out, self._absent = [], None
         for j in sorted(self._candidates):
             best = None
             for qs, table in self._candidates[j]:
@@ -389,6 +389,17 @@ class _Presence:
             if best is not None:
                 self._out.append((j, list(best[0]), best[1]))
         return self._out
+
+    def absent_where(self) -> list[tuple[int, list[int], np.ndarray]]:
+        """Per condition of :meth:`conditions`: (gene, deciding genes, the settings of the
+        deciding genes where the gene was absent, one row each)."""
+        if self._absent is None:
+            self._absent = []
+            for j, q, table in self._out:
+                off = [setting for setting, present in table.items() if not present]
+                if off:
+                    self._absent.append((j, q, np.array(off, dtype=float).reshape(1, len(off), len(q))))
+        return self._absent
 
     def _learn(
         self, j: int, cands: list[tuple[tuple[int, ...], dict[tuple, bool]]], rows: np.ndarray
