@@ -367,15 +367,18 @@ class _Presence:
             self._present = np.zeros((2, width), dtype=bool)
         self._present[0] |= new.any(axis=0)
         self._present[1] |= (~new).any(axis=0)
+        codes = None  # the settings of every trial so far as small integers, made once if needed
         for j in np.nonzero(self._present[0] & self._present[1])[0]:
             j = int(j)
             if j in self._candidates:
                 self._learn(j, self._candidates[j], rows[self._upto : n])
             else:  # a gene newly seen both present and absent: every trial so far
-                self._candidates[j] = _deciders(rows[:n, :width], j, 1)
+                codes = _codes(rows[:n, :width]) if codes is None else codes
+                self._candidates[j] = _deciders(rows[:n, :width], codes, j, 1)
             if not self._candidates[j] and j not in self._paired:
                 # no single gene decides (any more): the pairs that decide every trial so far
-                self._candidates[j] = _deciders(rows[:n, :width], j, 2)
+                codes = _codes(rows[:n, :width]) if codes is None else codes
+                self._candidates[j] = _deciders(rows[:n, :width], codes, j, 2)
                 self._paired.add(j)
         self._upto = n
         self._out, self._absent = [], None
@@ -556,12 +559,19 @@ class _Context:
             self.lo[q], self.hi[q] = min(self.lo[q], lo[q]), max(self.hi[q], hi[q])
 
 
-def _deciders(rows: np.ndarray, j: int, size: int) -> list[tuple[tuple[int, ...], dict[tuple, bool]]]:
+def _codes(rows: np.ndarray) -> np.ndarray:
+    """Each column's settings as small integers (0, 1, ... in the order of the settings)."""
+    return np.stack([np.unique(col, return_inverse=True)[1].reshape(-1) for col in rows.T], axis=1)
+
+
+def _deciders(
+    rows: np.ndarray, codes: np.ndarray, j: int, size: int
+) -> list[tuple[tuple[int, ...], dict[tuple, bool]]]:
     """The single genes (``size`` 1) or the pairs of genes (2) whose settings decide gene ``j``'s
     presence in every one of ``rows``, each with its table (setting -> present).  Pairs are only
     looked for once no single gene decides: until then the conditions never use them, and the
-    pairs that decide every trial so far are the ones a pair-by-pair check would have kept."""
-    codes = np.stack([np.unique(col, return_inverse=True)[1].reshape(-1) for col in rows.T], axis=1)
+    pairs that decide every trial so far are the ones a pair-by-pair check would have kept.
+    ``codes``: :func:`_codes` of ``rows``."""
     sizes = codes.max(axis=0) + 1
     present = (rows[:, j] >= 0).astype(float)
     others = [q for q in range(rows.shape[1]) if q != j]
