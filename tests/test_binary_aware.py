@@ -9,7 +9,7 @@ import optuna
 import pytest
 
 from ciq_optuna.compilers.locate import find_compiler
-from ciq_optuna.samplers import GeneticSampler
+from ciq_optuna.samplers import GeneticSampler, _binaries
 from ciq_optuna.samplers._binaries import BinaryModel
 from ciq_optuna.tune import TuneConfig, tune
 
@@ -89,10 +89,15 @@ def test_plans_are_projected_on_learnt_conditions_and_blamed_genes_raise_the_dou
     assert m.predict(np.array([[1.0, 0.0, 3.0]])) == [("B", 1, 1)]
 
 
-def test_predictions_kept_up_to_date_trial_by_trial_equal_those_made_from_scratch() -> None:
+@pytest.mark.parametrize("bulk", [0, 10**9])
+def test_predictions_kept_up_to_date_trial_by_trial_equal_those_made_from_scratch(
+    bulk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The model updates its rules and index per trial; a model given the same evidence at once
     (rules and index made from scratch) must predict the same, through wrong checks, an ordered
-    gene, a gene absent where another takes one setting, and a gene that appears late."""
+    gene, a gene absent where another takes one setting, and a gene that appears late.  The model
+    built from scratch derives its evidence in one vectorised pass (``bulk`` 0) or trial by trial
+    (the path of a few new trials)."""
     rng = np.random.RandomState(0)
 
     def binary(r: np.ndarray) -> str:  # gene 1 inert while gene 0 < 2, gene 3 inert, gene 2: a cap
@@ -114,6 +119,7 @@ def test_predictions_kept_up_to_date_trial_by_trial_equal_those_made_from_scratc
         ordered = [False, False, True, False, False][:width]
         live.set_ordered(ordered)
         got = live.predict(cands)
+        monkeypatch.setattr(_binaries, "_BULK", bulk)
         fresh = BinaryModel()
         for i, (_, r, h) in enumerate(calls[:-1]):
             fresh.set_ordered([False, False, True, False, False][: len(r)])
@@ -123,9 +129,84 @@ def test_predictions_kept_up_to_date_trial_by_trial_equal_those_made_from_scratc
         if n:
             fresh.set_ordered(ordered)
         assert fresh.predict(cands) == got, n
+        monkeypatch.setattr(_binaries, "_BULK", 16)
         if n % 9 == 5:
             live.wrong_prediction(row, max(0, n - 3))
         live.add(row, calls[-1][2], n)
+
+
+def test_evidence_of_many_trials_at_once_is_that_of_the_trials_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A study read for the first time gives the model hundreds of trials before its first
+    question; their evidence (inert pairs, pairs one gene apart, confirmed predictions farther
+    apart, genes changed together) derived in one pass must be the entries, in the same order,
+    that one derivation per trial gives."""
+    rng = np.random.RandomState(1)
+    trials: list[tuple[np.ndarray, str, int | None]] = []
+    for n in range(400):
+        row = rng.randint(0, 4, size=9).astype(float)
+        if n and rng.rand() < 0.7:  # a child of an earlier trial, one to six genes changed
+            row = trials[rng.randint(n)][0].copy()
+            for j in rng.choice(9, size=rng.randint(1, 7), replace=False):
+                row[j] = rng.randint(0, 4)
+        if row[0] == 3:
+            row[5] = np.nan
+        binary = f"{row[0]}-{row[1] if row[0] >= 2 else '-'}-{min(row[2], 2)}"
+        trials.append((row, binary, int(rng.randint(n)) if n and rng.rand() < 0.2 else None))
+
+    def model(bulk: int, step: int) -> BinaryModel:
+        monkeypatch.setattr(_binaries, "_BULK", bulk)
+        m = BinaryModel()
+        for n, (row, binary, source) in enumerate(trials):
+            m.add(row, binary, n, predicted_from=source)
+            if n % step == 0:
+                m._absorb()
+        m._absorb()
+        return m
+
+    at_once, one_by_one = model(0, 1000), model(10**9, 1)
+    assert sum(len(v) for v in at_once._same.values()) > 300 and sum(len(v) for v in at_once._diff.values()) > 20
+    rows = np.nan_to_num([r for r, _, _ in trials], nan=-1.0)
+    assert any((rows[i] != rows[k]).sum() > 4 for v in at_once._same.values() for *_, i, k in v)  # confirmed
+    for name in ("_same", "_diff", "_together", "_dirty"):
+        assert getattr(at_once, name) == getattr(one_by_one, name), name
+    cands = rng.randint(0, 4, size=(50, 9)).astype(float)
+    assert at_once.predict(cands) == one_by_one.predict(cands) == model(0, 37).predict(cands)
+
+
+def test_a_gene_whose_presence_two_genes_decide_is_projected_once_no_single_gene_does() -> None:
+    """Gene 2 is suggested only where genes 0 and 1 are equal: each alone decides the first
+    trials, and the pair takes over once the later trials rule both out."""
+    m = BinaryModel()
+    m.add(np.array([0.0, 0.0, 1.0]), "A", 0)
+    m.add(np.array([1.0, 0.0, np.nan]), "B", 1)
+    assert np.isnan(m.project(np.array([[1.0, 1.0, 1.0]]))[0, 2])  # gene 0 alone decides so far
+    m.add(np.array([1.0, 1.0, 1.0]), "C", 2)
+    m.add(np.array([0.0, 1.0, np.nan]), "D", 3)
+    out = m.project(np.array([[1.0, 1.0, 2.0], [2.0, 1.0, 2.0], [0.0, 1.0, 2.0], [0.0, 0.0, 2.0]]))
+    np.testing.assert_array_equal(out[:, 2], [2.0, 2.0, np.nan, 2.0])  # (2, 1): a setting never seen
+
+
+def test_class_look_up_by_hash_equals_the_look_up_setting_by_setting() -> None:
+    rng = np.random.RandomState(2)
+    settings = {tuple(rng.randint(-1, 3, size=4).astype(float).tolist()) for _ in range(60)}
+    maps = {s: [(0.0, 2.0, 0.0), (4.0, 4.0, 3.0)] if k % 2 else [(-1.0, -1.0, 1.0)] for k, s in enumerate(settings)}
+    table = _binaries._ClassTable(maps)
+    rows = rng.randint(-1, 3, size=(500, 4)).astype(float)
+    rows[rows == 0] = -0.0  # equal to 0.0 as a setting
+    by_hash = table.key_of(rows)
+    table.hashes = None  # as when two settings hash alike
+    assert (by_hash == table.key_of(rows)).all() and (by_hash >= 0).sum() > 100
+    values = rng.randint(-1, 6, size=500).astype(float)
+    got = table.lookup(by_hash, values)
+    keys = list(maps)
+    for k, v, g in zip(by_hash.tolist(), values.tolist(), got.tolist(), strict=True):
+        want = next((c for lo, hi, c in maps[keys[k]] if lo <= v <= hi), v) if k >= 0 else v
+        assert g == want
+    rule = _binaries._GeneRule([1, 2, 3, 4], maps, None)  # gene 0, switched by genes 1-4
+    both = np.column_stack([values, rows])
+    few = np.concatenate([rule.column(both[a : a + 10], 0) for a in range(0, 500, 10)])  # row by row
+    np.testing.assert_array_equal(rule.column(both, 0), got)
+    np.testing.assert_array_equal(few, got)
 
 
 def _objective(trial: optuna.Trial) -> float:

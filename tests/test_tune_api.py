@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import optuna
@@ -9,7 +10,8 @@ import pytest
 
 from ciq_optuna.compilers.locate import find_compiler
 from ciq_optuna.errors import CiqError
-from ciq_optuna.tune import TuneConfig, tune
+from ciq_optuna.objectives.compile import TrialFailed
+from ciq_optuna.tune import TuneConfig, prepare, tune
 
 ROOT = Path(__file__).resolve().parents[1]
 STENCIL = ROOT / "examples" / "stencil" / "stencil.sm_90a.ptx"
@@ -112,3 +114,20 @@ def test_one_control_changes_of_the_baseline_are_tried_first(tmp_path: Path) -> 
     assert [t.number for t in screened] == [1, 2]  # 16 // 8, right after the baseline
     assert [t.user_attrs["flags"] for t in screened] == [["-O0"], ["-O1"]]
     assert all(t.user_attrs["generation"] == 0 for t in screened)
+
+
+def test_trials_compile_in_one_scratch_folder_per_thread_removed_with_the_objective(tmp_path: Path) -> None:
+    """No folder made and removed per trial: each thread reuses one, gone with the objective."""
+    _, objective = prepare(_config(tmp_path, minimize=["cubin-size"]))
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    study.optimize(objective, n_trials=8, n_jobs=2, catch=(TrialFailed,))
+    folders = list(objective._scratches.values())
+    assert 1 <= len(folders) <= 2 and all(f.is_dir() for f in folders)
+    complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert len(complete) == 8
+    for t in complete:  # each binary kept under its code hash, out of the scratch folders
+        kept = objective.binary_path(t.user_attrs["binary_hash"])
+        assert kept.is_file() and kept.stat().st_size == t.user_attrs["metrics"]["cubin-size"]
+    del objective
+    gc.collect()
+    assert not any(f.exists() for f in folders)

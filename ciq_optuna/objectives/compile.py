@@ -16,9 +16,11 @@ study already compiled sets the trial's user attributes ``predicted_binary``, ``
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import tempfile
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -117,6 +119,7 @@ class CompileObjective:
         self.timeout = timeout
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="ciq-optuna-"))
         self._caches: dict[int, BinaryCache] = {}
+        self._scratches: dict[tuple[int, int], Path] = {}
         #: The study metadata this objective was built from (set by ciq_optuna.compile_objective).
         self.meta: dict[str, Any] | None = None
 
@@ -141,16 +144,15 @@ class CompileObjective:
         reused = self._predicted_values(trial)
         if reused is not None:
             return reused
-        with tempfile.TemporaryDirectory(prefix="ciq-trial-") as tmp:
-            result = self.compile(candidate, Path(tmp) / "out.cubin")
-            if not result.ok:
-                trial.set_user_attr("error", result.error)
-                raise TrialFailed(result.error)
-            kept = self.binary_path(result.code_hash)
-            if not kept.exists():
-                kept.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(result.cubin_path, kept.with_suffix(".tmp"))
-                kept.with_suffix(".tmp").replace(kept)
+        result = self.compile(candidate, self._scratch() / "out.cubin")
+        if not result.ok:
+            trial.set_user_attr("error", result.error)
+            raise TrialFailed(result.error)
+        kept = self.binary_path(result.code_hash)
+        if not kept.exists():
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(result.cubin_path, kept.with_suffix(".tmp"))
+            kept.with_suffix(".tmp").replace(kept)
         metrics = compile_metrics(result)
         for name in self.metrics:
             if name in COMPILE_METRICS and metrics[name] is None:
@@ -184,6 +186,17 @@ class CompileObjective:
                 raise TrialFailed(msg)
             out.append(float(value))
         return out[0] if len(out) == 1 else tuple(out)
+
+    def _scratch(self) -> Path:
+        """This thread's folder for the binary being compiled: made once (a folder per trial cost
+        a share of the framework's time), emptied by the compiler before each compile, removed
+        with the objective by the process that made it."""
+        key = (os.getpid(), threading.get_ident())
+        path = self._scratches.get(key)
+        if path is None:
+            path = self._scratches[key] = Path(tempfile.mkdtemp(prefix="ciq-trial-"))
+            weakref.finalize(self, _remove_scratch, path, os.getpid())
+        return path
 
     def _predicted_values(self, trial: optuna.Trial) -> float | tuple[float, ...] | None:
         """The values of the trial whose binary the sampler predicted for this one, when it asked
@@ -243,6 +256,11 @@ class CompileObjective:
         if key not in self._caches:
             self._caches[key] = BinaryCache(study)
         return self._caches[key]
+
+
+def _remove_scratch(path: Path, pid: int) -> None:
+    if os.getpid() == pid:  # not a forked child's copy of the objective
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def command_flags(compiler: str, flags: Mapping[str, list[str]]) -> list[str]:

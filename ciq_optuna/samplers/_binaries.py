@@ -26,6 +26,7 @@ generalisation that made it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -39,6 +40,10 @@ _WHOLE_MIN_PAIRS = 2
 # (each inert alone, the two may interact).
 _APART = 2
 _ANY = -7.0  # canonical code of a gene inert as a whole
+# More new trials than this at once: their evidence is derived in one vectorised pass.
+_BULK = 16
+# Fewer rows than this are canonicalised row by row (a vectorised look-up costs more).
+_FEW_ROWS = 48
 
 
 class BinaryModel:
@@ -54,6 +59,8 @@ class BinaryModel:
         self._hid = np.zeros(64, dtype=np.int64)
         self._hash: list[int] = []
         self._number: list[int] = []
+        self._src: list[int] = []  # per trial: the row it was predicted from, or -1
+        self._absorbed = 0  # trials whose evidence is derived (see _absorb)
         self._by_number: dict[int, int] = {}
         self._hash_ids: dict[str, int] = {}
         self._hash_names: list[str] = []
@@ -71,7 +78,6 @@ class BinaryModel:
         self._canon_rows = np.empty((0, 0))  # canonical settings of the indexed trials
         self._keys: list[tuple] = []
         self._groups: dict[tuple, _Group] = {}
-        self._version = 0  # changes whenever canonical settings of indexed trials change
         self._contexts: dict[int, _Context] = {}
         self._presence = _Presence()
 
@@ -107,8 +113,9 @@ class BinaryModel:
         return out
 
     def add(self, codes: np.ndarray, binary: str, number: int, predicted_from: int | None = None) -> None:
-        """Record a compiled trial and the evidence it gives against every earlier one;
-        ``predicted_from``: the trial it was predicted (and checked) to repeat."""
+        """Record a compiled trial; ``predicted_from``: the trial it was predicted (and checked)
+        to repeat.  The evidence it gives against every earlier trial is derived at the next
+        question to the model, for all trials added since in one pass (:meth:`_absorb`)."""
         row = self._fill(codes)
         src = self._by_number.get(predicted_from) if predicted_from is not None else None
         k = len(self._hash)
@@ -125,30 +132,52 @@ class BinaryModel:
             self._width = width
             self._stale = True  # a gene no trial had before: its column joins every context
             self._presence = _Presence()
-        if k:
-            old = self._rows[:k]
-            diff = old != row
-            nd = diff.sum(axis=1)
-            hid = self._hid[:k]
-            for i in np.where((hid == h) & (nd >= 1) & (nd <= _SAME_MAX_GENES))[0]:
-                genes = np.where(diff[i])[0].tolist()
-                self._together.update((a, b) for a in genes for b in genes if a < b)
-                for j in np.where(diff[i])[0]:
-                    self._same.setdefault(int(j), []).append((*_pair(old[i, j], row[j]), int(i), k))
-                    self._dirty.add(int(j))
-            if src is not None and self._hash[src] == h and nd[src] > _SAME_MAX_GENES:
-                for j in np.where(diff[src])[0]:  # a confirmed prediction: every change was inert
-                    self._same.setdefault(int(j), []).append((*_pair(old[src, j], row[j]), src, k))
-                    self._dirty.add(int(j))
-            for i in np.where((hid != h) & (nd == 1))[0]:
-                j = int(np.where(diff[i])[0][0])
-                self._diff.setdefault(j, []).append((*_pair(old[i, j], row[j]), int(i), k))
-                self._dirty.add(j)
         self._rows[k] = row
         self._hid[k] = h
         self._hash.append(h)
         self._number.append(number)
+        self._src.append(-1 if src is None else src)
         self._by_number.setdefault(number, k)
+
+    def _absorb(self) -> None:
+        """Derive the evidence of the trials added since the last call, against every earlier
+        trial, in the order ``add`` by ``add`` would have: per trial, the inert pairs (same binary,
+        at most ``_SAME_MAX_GENES`` genes apart), then a confirmed prediction farther apart, then
+        the pairs one gene apart that gave different binaries.  Many trials at once (a study
+        read for the first time) take one vectorised pass instead of one per trial."""
+        n, done = len(self._hash), self._absorbed
+        if done == n:
+            return
+        self._absorbed = n
+        rows, hid = self._rows[:n], self._hid[:n]
+        if n - done > _BULK:
+            same, diff = _evidence_at_once(rows, hid, done)
+        else:
+            same, diff = _evidence_one_by_one(rows, hid, done)
+        confirmed = [
+            (k, src)
+            for k, src in enumerate(self._src[done:n], start=done)
+            if src >= 0 and hid[src] == hid[k] and int((rows[src] != rows[k]).sum()) > _SAME_MAX_GENES
+        ]
+        if confirmed:  # a confirmed prediction: every change was inert
+            ks, srcs = np.array(confirmed).T
+            gap = rows[srcs] != rows[ks]
+            p, j = np.nonzero(gap)
+            tail = np.column_stack([ks[p], np.ones_like(p), srcs[p], j])
+            same = np.concatenate([same, tail])
+            same = same[np.lexsort((same[:, 3], same[:, 2], same[:, 1], same[:, 0]))]
+        for k, i, j in zip(*(same[:, c].tolist() for c in (0, 2, 3)), strict=True):
+            self._same.setdefault(j, []).append((*_pair(rows[i, j], rows[k, j]), i, k))
+            self._dirty.add(j)
+        inert = same[same[:, 1] == 0]
+        if len(inert):
+            bounds = np.flatnonzero((np.diff(inert[:, 0]) != 0) | (np.diff(inert[:, 2]) != 0)) + 1
+            for genes in np.split(inert[:, 3], bounds):
+                g = genes.tolist()
+                self._together.update((a, b) for a in g for b in g if a < b)
+        for k, i, j in diff.tolist():
+            self._diff.setdefault(j, []).append((*_pair(rows[i, j], rows[k, j]), i, k))
+            self._dirty.add(j)
 
     def wrong_prediction(self, codes: np.ndarray, source_number: int) -> None:
         """A checked candidate gave another binary than predicted: every value change between
@@ -156,6 +185,7 @@ class BinaryModel:
         i = self._by_number.get(source_number)
         if i is None:
             return
+        self._absorb()
         row, src = self._fill(codes), self._rows[i]
         changed = [int(j) for j in np.where(row != src)[0]]
         suspects = [j for j in changed if self._untested(row, src, j)] or changed
@@ -183,6 +213,7 @@ class BinaryModel:
     def _refresh(self) -> None:
         """Bring the rules and the index of canonical settings up to date with the evidence:
         from scratch when stale, else only the genes with new evidence and the new trials."""
+        self._absorb()
         n = len(self._hash)
         if self._stale:
             self._genes = {}
@@ -194,7 +225,7 @@ class BinaryModel:
                 self._keys.append(key)
                 self._groups.setdefault(key, _Group()).put(i, self._hash[i])
             self._stale = False
-            self._version += 1
+            self._contexts.clear()
             return
         moved: set[int] = set()
         m = len(self._keys)
@@ -226,8 +257,9 @@ class BinaryModel:
             for i, key in enumerate(map(tuple, canon.tolist()), start=m):
                 self._keys.append(key)
                 self._groups.setdefault(key, _Group()).put(i, self._hash[i])
-        if moved:
-            self._version += 1
+        if moved:  # the contexts of the genes whose inert pairs hold a trial that moved
+            for j in [j for j in self._contexts if not moved.isdisjoint(self._genes[j].s_rows)]:
+                del self._contexts[j]
 
     def predict(self, codes: np.ndarray) -> list[tuple[str, int, int] | None]:
         """For each configuration: (binary hash, number of a trial that compiled it, doubt)
@@ -296,8 +328,8 @@ class BinaryModel:
             return None
         gene = self._genes[j]  # digested by _refresh
         ctx = self._contexts.get(j)
-        if ctx is None or ctx.version != self._version:
-            ctx = self._contexts[j] = _Context(self._version, self._width)
+        if ctx is None:
+            ctx = self._contexts[j] = _Context(self._width)
         ctx.extend(self._canon_rows, gene.s_order)
         return ctx
 
@@ -306,12 +338,11 @@ class BinaryModel:
         suggested there (a parameter whose condition depends on one or two others, e.g. a
         register-usage level not offered at ``-O0``), so a planned configuration is compared as
         the objective will see it."""
-        conditions = self._presence.conditions(self._rows, len(self._hash), self._width)
+        self._presence.conditions(self._rows, len(self._hash), self._width)
         for _ in range(2):  # a condition on a gene that is itself conditional
-            for j, q, table in conditions:
-                for i, setting in enumerate(map(tuple, rows[:, q].tolist())):
-                    if rows[i, j] >= 0 and table.get(setting) is False:
-                        rows[i, j] = -1.0
+            for j, q, off in self._presence.absent_where():
+                hit = (rows[:, None, q] == off).all(axis=2).any(axis=1)
+                rows[hit & (rows[:, j] >= 0), j] = -1.0
         return rows
 
 
@@ -324,7 +355,9 @@ class _Presence:
         self._upto = 0
         self._present: np.ndarray | None = None  # per column: present in some trial, absent in some
         self._candidates: dict[int, list[tuple[tuple[int, ...], dict[tuple, bool]]]] = {}
+        self._paired: set[int] = set()  # genes whose candidates are pairs (no single gene decides)
         self._out: list[tuple[int, list[int], dict[tuple, bool]]] = []
+        self._absent: list[tuple[int, list[int], np.ndarray]] | None = None
 
     def conditions(self, rows: np.ndarray, n: int, width: int) -> list[tuple[int, list[int], dict[tuple, bool]]]:
         if n == self._upto:
@@ -334,14 +367,21 @@ class _Presence:
             self._present = np.zeros((2, width), dtype=bool)
         self._present[0] |= new.any(axis=0)
         self._present[1] |= (~new).any(axis=0)
+        codes = None  # the settings of every trial so far as small integers, made once if needed
         for j in np.nonzero(self._present[0] & self._present[1])[0]:
             j = int(j)
             if j in self._candidates:
                 self._learn(j, self._candidates[j], rows[self._upto : n])
             else:  # a gene newly seen both present and absent: every trial so far
-                self._candidates[j] = _deciders(rows[:n, :width], j)
+                codes = _codes(rows[:n, :width]) if codes is None else codes
+                self._candidates[j] = _deciders(rows[:n, :width], codes, j, 1)
+            if not self._candidates[j] and j not in self._paired:
+                # no single gene decides (any more): the pairs that decide every trial so far
+                codes = _codes(rows[:n, :width]) if codes is None else codes
+                self._candidates[j] = _deciders(rows[:n, :width], codes, j, 2)
+                self._paired.add(j)
         self._upto = n
-        self._out = []
+        self._out, self._absent = [], None
         for j in sorted(self._candidates):
             best = None
             for qs, table in self._candidates[j]:
@@ -352,6 +392,17 @@ class _Presence:
             if best is not None:
                 self._out.append((j, list(best[0]), best[1]))
         return self._out
+
+    def absent_where(self) -> list[tuple[int, list[int], np.ndarray]]:
+        """Per condition of :meth:`conditions`: (gene, deciding genes, the settings of the
+        deciding genes where the gene was absent, one row each)."""
+        if self._absent is None:
+            self._absent = []
+            for j, q, table in self._out:
+                off = [setting for setting, present in table.items() if not present]
+                if off:
+                    self._absent.append((j, q, np.array(off, dtype=float).reshape(1, len(off), len(q))))
+        return self._absent
 
     def _learn(
         self, j: int, cands: list[tuple[tuple[int, ...], dict[tuple, bool]]], rows: np.ndarray
@@ -485,36 +536,47 @@ class _Gene:
 
 class _Context:
     """Per column: the canonical settings seen in some trials (set, lowest and highest >= 0;
-    lowest > highest when none), as of one version of the canonical settings."""
+    lowest > highest when none); dropped when the canonical settings of one of them change."""
 
-    __slots__ = ("version", "done", "values", "lo", "hi")
+    __slots__ = ("done", "values", "lo", "hi")
 
-    def __init__(self, version: int, width: int) -> None:
-        self.version, self.done = version, 0
+    def __init__(self, width: int) -> None:
+        self.done = 0
         self.values: list[set[float]] = [set() for _ in range(width)]
         self.lo, self.hi = [np.inf] * width, [-np.inf] * width
 
     def extend(self, canon_rows: np.ndarray, order: list[int]) -> None:
         if self.done == len(order):
             return
-        block = canon_rows[order[self.done :], : len(self.values)]
+        block = np.sort(canon_rows[order[self.done :], : len(self.values)], axis=0)
         self.done = len(order)
         lo = np.where(block >= 0, block, np.inf).min(axis=0).tolist()
         hi = np.where(block >= 0, block, -np.inf).max(axis=0).tolist()
-        for q, col in enumerate(block.T.tolist()):
-            self.values[q].update(col)
+        first = np.ones(block.shape, dtype=bool)  # each column's distinct settings, once
+        first[1:] = block[1:] != block[:-1]
+        for q, (col, new) in enumerate(zip(block.T, first.T, strict=True)):
+            self.values[q].update(col[new].tolist())
             self.lo[q], self.hi[q] = min(self.lo[q], lo[q]), max(self.hi[q], hi[q])
 
 
-def _deciders(rows: np.ndarray, j: int) -> list[tuple[tuple[int, ...], dict[tuple, bool]]]:
-    """The single genes, then the pairs of genes, whose settings decide gene ``j``'s presence in
-    every one of ``rows``, each with its table (setting -> present)."""
-    codes = np.stack([np.unique(col, return_inverse=True)[1].reshape(-1) for col in rows.T], axis=1)
+def _codes(rows: np.ndarray) -> np.ndarray:
+    """Each column's settings as small integers (0, 1, ... in the order of the settings)."""
+    return np.stack([np.unique(col, return_inverse=True)[1].reshape(-1) for col in rows.T], axis=1)
+
+
+def _deciders(
+    rows: np.ndarray, codes: np.ndarray, j: int, size: int
+) -> list[tuple[tuple[int, ...], dict[tuple, bool]]]:
+    """The single genes (``size`` 1) or the pairs of genes (2) whose settings decide gene ``j``'s
+    presence in every one of ``rows``, each with its table (setting -> present).  Pairs are only
+    looked for once no single gene decides: until then the conditions never use them, and the
+    pairs that decide every trial so far are the ones a pair-by-pair check would have kept.
+    ``codes``: :func:`_codes` of ``rows``."""
     sizes = codes.max(axis=0) + 1
     present = (rows[:, j] >= 0).astype(float)
     others = [q for q in range(rows.shape[1]) if q != j]
     out = []
-    for qs in [(q,) for q in others] + [(a, b) for a in others for b in others if a < b]:
+    for qs in [(q,) for q in others] if size == 1 else [(a, b) for a in others for b in others if a < b]:
         key = codes[:, qs[0]] if len(qs) == 1 else codes[:, qs[0]] * sizes[qs[1]] + codes[:, qs[1]]
         on = np.bincount(key, weights=present)
         count = np.bincount(key)
@@ -554,7 +616,7 @@ class _GeneRule:
     """How one gene's values are canonicalised: value classes per setting of its switches, and
     where the gene is inert as a whole."""
 
-    __slots__ = ("switches", "maps", "whole")
+    __slots__ = ("switches", "maps", "whole", "_table")
 
     def __init__(
         self,
@@ -563,6 +625,7 @@ class _GeneRule:
         whole: tuple[int, np.ndarray, bool] | None,
     ) -> None:
         self.switches, self.maps, self.whole = switches, maps, whole
+        self._table: _ClassTable | None = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _GeneRule):
@@ -577,22 +640,25 @@ class _GeneRule:
     __hash__ = None  # type: ignore[assignment]
 
     def column(self, rows: np.ndarray, j: int) -> np.ndarray:
-        """Gene ``j``'s canonical codes in ``rows`` (raw codes, absent = -1)."""
+        """Gene ``j``'s canonical codes in ``rows`` (raw codes, absent = -1); with switches, one
+        look-up of (setting of the switches, value) in the classes of every setting at once."""
         col = rows[:, j]
         out = col.copy()
-        if self.switches:
-            where: dict[tuple, list[int]] = {}
+        if self.switches and len(rows) > _FEW_ROWS:
+            if self._table is None:
+                self._table = _ClassTable(self.maps)
+            out = self._table.lookup(self._table.key_of(rows[:, self.switches]), col)
+        elif self.switches:  # a few candidates: row by row
+            values = col.tolist()
             for i, key in enumerate(map(tuple, rows[:, self.switches].tolist())):
-                if key in self.maps:
-                    where.setdefault(key, []).append(i)
-            parts = [(np.array(idx), self.maps[key]) for key, idx in where.items()]
+                for lo, hi, c in self.maps.get(key, ()):
+                    if lo <= values[i] <= hi:
+                        out[i] = c
+                        break
         else:
-            parts = [(slice(None), classes) for classes in self.maps.values()]
-        for idx, classes in parts:
-            sub, res = col[idx], out[idx]
-            for lo, hi, c in classes:
-                res[(sub >= lo) & (sub <= hi)] = c
-            out[idx] = res
+            for classes in self.maps.values():  # one setting: a few classes, disjoint
+                for lo, hi, c in classes:
+                    out[(col >= lo) & (col <= hi)] = c
         if self.whole is not None:
             q, settings, interval = self.whole
             if q < 0:
@@ -602,6 +668,68 @@ class _GeneRule:
                 inside = (ctx >= settings.min()) & (ctx <= settings.max()) if interval else np.isin(ctx, settings)
                 out[inside] = _ANY
         return out
+
+
+class _ClassTable:
+    """A rule's value classes as sorted arrays, to canonicalise many rows in a few vectorised
+    steps: the classes of one setting of the switches are disjoint ranges ``(low, high,
+    smallest member)``, and a value in none of them stays as it is."""
+
+    __slots__ = ("settings", "hashes", "by_hash", "key", "lo", "hi", "code", "lows", "span", "starts")
+
+    def __init__(self, maps: dict[tuple, list[tuple[float, float, float]]]) -> None:
+        self.settings = np.array(list(maps), dtype=float).reshape(len(maps), -1)
+        hashes = _row_hashes(self.settings)
+        self.by_hash = np.argsort(hashes)
+        self.hashes = hashes[self.by_hash]
+        if len(self.hashes) > 1 and (self.hashes[1:] == self.hashes[:-1]).any():
+            self.hashes = None  # two settings hash alike (never seen): compare them one by one
+        flat = [(k, lo, hi, c) for k, classes in enumerate(maps.values()) for lo, hi, c in classes]
+        key, lo, hi, code = (np.array(v) for v in zip(*flat, strict=True)) if flat else (np.empty(0),) * 4
+        order = np.lexsort((lo, key))
+        self.key, self.lo, self.hi, self.code = key[order].astype(np.int64), lo[order], hi[order], code[order]
+        self.lows = np.unique(self.lo)
+        self.span = len(self.lows) + 1
+        self.starts = self.key * self.span + np.searchsorted(self.lows, self.lo, side="right")
+
+    def key_of(self, settings: np.ndarray) -> np.ndarray:
+        """Per row: the index of its setting of the switches among the rule's, -1 if not one
+        (found by hash, then checked)."""
+        if self.hashes is None:
+            index = {tuple(s): k for k, s in enumerate(self.settings.tolist())}
+            return np.array([index.get(s, -1) for s in map(tuple, settings.tolist())], dtype=np.int64)
+        hashes = _row_hashes(settings)
+        at = np.minimum(np.searchsorted(self.hashes, hashes), len(self.hashes) - 1)
+        key = self.by_hash[at]
+        found = (self.hashes[at] == hashes) & (self.settings[key] == settings).all(axis=1)
+        return np.where(found, key, -1)
+
+    def lookup(self, key: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """``values`` with each one inside a class of its row's setting (``key``) replaced by the
+        class's smallest member."""
+        if not len(self.key):
+            return values.copy()
+        # the last class at or before (key, value) in (setting, low) order, exactly: a value is
+        # ranked by the number of distinct lows at or below it
+        ranks = np.searchsorted(self.lows, values, side="right")
+        at = np.maximum(np.searchsorted(self.starts, key * self.span + ranks, side="right") - 1, 0)
+        inside = (key >= 0) & (self.key[at] == key) & (self.lo[at] <= values) & (values <= self.hi[at])
+        return np.where(inside, self.code[at], values)
+
+
+def _row_hashes(rows: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each row of floats (equal rows hash alike; -0.0 as 0.0)."""
+    x = np.ascontiguousarray(rows + 0.0).view(np.uint64)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    x ^= x >> np.uint64(31)
+    return (x * _weights(rows.shape[-1])).sum(axis=-1, dtype=np.uint64)
+
+
+@functools.cache
+def _weights(d: int) -> np.ndarray:
+    """``d`` fixed random odd 64-bit weights (for hashes that are sums over columns)."""
+    return np.random.default_rng(d).integers(0, 2**63, d, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
 
 
 def _merge(
@@ -642,6 +770,71 @@ def _merge(
                 continue
         out.extend((v, v, c) for v in vs)
     return out
+
+
+def _evidence_one_by_one(rows: np.ndarray, hid: np.ndarray, done: int) -> tuple[np.ndarray, np.ndarray]:
+    """The evidence of trials ``done`` onwards against every earlier one, trial by trial (a few
+    new trials): see :func:`_evidence_at_once`."""
+    same: list[tuple[int, int, int, int]] = []
+    diff: list[tuple[int, int, int]] = []
+    for k in range(done, len(rows)):
+        gap = rows[:k] != rows[k]
+        nd = gap.sum(axis=1)
+        for i in np.flatnonzero((hid[:k] == hid[k]) & (nd >= 1) & (nd <= _SAME_MAX_GENES)).tolist():
+            same.extend((k, 0, i, j) for j in np.flatnonzero(gap[i]).tolist())
+        for i in np.flatnonzero((hid[:k] != hid[k]) & (nd == 1)).tolist():
+            diff.append((k, i, int(np.flatnonzero(gap[i])[0])))
+    return np.array(same, dtype=np.int64).reshape(-1, 4), np.array(diff, dtype=np.int64).reshape(-1, 3)
+
+
+def _evidence_at_once(rows: np.ndarray, hid: np.ndarray, done: int) -> tuple[np.ndarray, np.ndarray]:
+    """The evidence of trials ``done`` onwards against every earlier one (index ``i < k``):
+    ``same`` rows ``(k, 0, i, j)``, one per gene ``j`` changed between two trials that gave the
+    same binary at most ``_SAME_MAX_GENES`` genes apart; ``diff`` rows ``(k, i, j)``, pairs that
+    differ in gene ``j`` alone and gave different binaries; each sorted by ``(k, i, j)``.
+
+    Only pairs that can qualify are compared: those within one binary (same), and those equal
+    in every gene but ``j`` (diff: found per gene by grouping a hash of the other genes'
+    settings, then checked exactly)."""
+    n, d = rows.shape
+    i, k = _earlier_in_groups(hid, done)
+    gap = rows[i] != rows[k]
+    nd = gap.sum(axis=1)
+    keep = (nd >= 1) & (nd <= _SAME_MAX_GENES)
+    i, k, gap = i[keep], k[keep], gap[keep]
+    order = np.lexsort((i, k))
+    p, j = np.nonzero(gap[order])
+    same = np.column_stack([k[order][p], np.zeros_like(p), i[order][p], j])
+    ids = np.empty((n, d), dtype=np.uint64)
+    for c in range(d):  # settings as small integers, exactly
+        ids[:, c] = np.unique(rows[:, c], return_inverse=True)[1].reshape(-1)
+    weights = _weights(d)
+    whole = (ids * weights).sum(axis=1, dtype=np.uint64)  # wraps around: a hash of the row
+    found = []
+    for c in range(d):
+        i, k = _earlier_in_groups(whole - ids[:, c] * weights[c], done)
+        gap = rows[i] != rows[k]
+        ok = (gap.sum(axis=1) == 1) & gap[:, c] & (hid[i] != hid[k])
+        found.append(np.column_stack([k[ok], i[ok], np.full(int(ok.sum()), c)]))
+    diff = np.concatenate(found) if found else np.empty((0, 3), dtype=np.int64)
+    diff = diff[np.lexsort((diff[:, 1], diff[:, 0]))]
+    return same.astype(np.int64), diff.astype(np.int64)
+
+
+def _earlier_in_groups(keys: np.ndarray, done: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair ``(i, k)`` of indices with ``keys[i] == keys[k]``, ``i < k`` and ``k >= done``."""
+    n = len(keys)
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+    first = np.repeat(starts, np.diff(np.r_[starts, n]))  # per position: where its group starts
+    before = np.arange(n) - first
+    before[order < done] = 0
+    total = int(before.sum())
+    k = np.repeat(order, before)
+    offset = np.arange(total) - np.repeat(np.cumsum(before) - before, before)
+    i = order[np.repeat(first, before) + offset]
+    return i, k
 
 
 def _pair(a: float, b: float) -> tuple[float, float]:
