@@ -30,8 +30,9 @@ trial it moved to RUNNING):
   number and extended with the rows that changed since the last read (no sort of the whole list),
   and the stale-trial check runs at most once per heartbeat interval instead of before every trial.
 - Reading the study: one index look-up when only this process's trials can have changed; else
-  the trials that changed (Optuna's incremental read) in ONE plain SQL statement instead of
-  Optuna's seven ORM queries; Optuna's look for a WAITING trial is one index look-up among the
+  one light statement for the state and a print of the rows of each unfinished trial known, then
+  in ONE plain SQL statement (instead of Optuna's seven ORM queries) only the new trials and those
+  whose print changed (not the other workers' running trials again on every read); Optuna's look for a WAITING trial is one index look-up among the
   trials created since the last read, not a read of the study.
 """
 
@@ -188,6 +189,8 @@ class BatchedStorage(_CachedStorage):
         self._beaten: dict[int, float] = {}  # monotonic time of the last heartbeat of an open trial
         self._unfinished_numbers: dict[int, set[int]] = {}  # per study: numbers of unfinished trials
         self._seen: dict[int, int] = {}  # per study: the highest trial id committed at the last read
+        #: per study: the print (``_trial_prints``) of each unfinished trial when its rows were read
+        self._prints: dict[int, dict[int, tuple[Any, ...] | None]] = {}
         self._conns = _Connections(backend)
 
     def __getstate__(self) -> dict[Any, Any]:
@@ -334,6 +337,7 @@ class BatchedStorage(_CachedStorage):
             done.datetime_complete = now
             self._add_trials_to_cache(study_id, [done])
             study.unfinished_trial_ids.discard(trial_id)  # known whole: no need to read it back
+            self._prints.get(study_id, {}).pop(trial_id, None)
         return True
 
     def record_heartbeat(self, trial_id: int) -> None:
@@ -429,10 +433,14 @@ class BatchedStorage(_CachedStorage):
         (``SELECT ... FOR UPDATE``; SQLite serialises all writes), so a trial committed later
         never has a lower id than one already seen.
 
-        Otherwise the trials that changed (Optuna's incremental read: the unfinished ones known
-        and those after the last finished one) are read in one SQL statement
-        (:func:`read_trials`) instead of Optuna's seven ORM queries, which cost a worker sharing
-        its study several ms of CPU per read.
+        Otherwise the trials that changed are read in plain SQL instead of Optuna's seven ORM
+        queries (which cost a worker sharing its study several ms of CPU per read), and fewer of
+        them than Optuna's incremental read (every unfinished trial known and every trial after
+        the last finished one, i.e. the other workers' running trials on every read): the trials
+        created since the last read, and of the unfinished ones known those whose state or rows
+        changed, told by one light statement first (:func:`read_changed_trials`). The other
+        workers' claims, parameters flushed later, a trial failed as stale or popped from the
+        queue all change what that statement returns, so each is read once when it happens.
         """
         with self._lock:
             study = self._studies.get(study_id)
@@ -449,10 +457,20 @@ class BatchedStorage(_CachedStorage):
             with self._lock:
                 self._seen[study_id] = known
             return
-        with self._lock:  # Optuna's incremental read, through one plain SQL statement (read_trials)
+        with self._lock:
             study = self._studies.setdefault(study_id, _StudyInfo())
-            after = study.last_finished_trial_id
-            trials = self._db(lambda: read_trials(self._conns, study_id, study.unfinished_trial_ids, after))
+            seen = self._seen.get(study_id)
+            prints = self._prints.setdefault(study_id, {})
+            if seen is None or len(study.unfinished_trial_ids) > MAX_LISTED_IDS:
+                # the first read (or very many unfinished trials): Optuna's incremental read
+                after = study.last_finished_trial_id
+                trials = self._db(lambda: read_trials(self._conns, study_id, study.unfinished_trial_ids, after))
+                now: dict[int, tuple[Any, ...]] = {}
+            else:  # the new trials, and the unfinished ones known only when their print changed
+                after = seen
+                known = {trial_id: prints.get(trial_id) for trial_id in study.unfinished_trial_ids}
+                own = self._open.keys()
+                trials, now = self._db(lambda: read_changed_trials(self._conns, study_id, known, own, after))
             # every trial committed so far has an id up to this (all those above ``after`` were read)
             self._seen[study_id] = max([after, *(t._trial_id for t in trials)])
             if not trials:
@@ -461,9 +479,11 @@ class BatchedStorage(_CachedStorage):
             for trial in trials:
                 if not trial.state.is_finished():
                     study.unfinished_trial_ids.add(trial._trial_id)
+                    prints[trial._trial_id] = now.get(trial._trial_id)
                     continue
                 study.last_finished_trial_id = max(study.last_finished_trial_id, trial._trial_id)
                 study.unfinished_trial_ids.discard(trial._trial_id)
+                prints.pop(trial._trial_id, None)
 
     def get_all_trials(
         self,
@@ -597,6 +617,7 @@ class _Sql:
         )
         self.study_exists = sa.select(studies.c.study_id).where(studies.c.study_id == sid)
         self.changed = _changed_trials(sa, models, trials, sid)
+        self.prints = _trial_prints(sa, models, trials, sid, dialect)
 
 
 def _changed_trials(sa: Any, models: Any, trials: Any, sid: Any) -> Any:
@@ -653,6 +674,38 @@ def _changed_trials(sa: Any, models: Any, trials: Any, sid: Any) -> Any:
             .where(mine)
         )
     return sa.union_all(*parts).order_by(sa.text("trial_id"), sa.text("kind"), sa.text("i"))
+
+
+def _trial_prints(sa: Any, models: Any, trials: Any, sid: Any, dialect: str) -> Any:
+    """One statement for the state and "print" of each trial of a study with an id above ``:gt``
+    or in ``:inc``: per child table (parameters, user and system attributes, intermediate values)
+    the count of its rows and a sum that changes when one of them is written. On PostgreSQL the sum
+    of the rows' ``xmin`` (the id of the transaction that wrote each version of a row: an insert
+    or an update in place changes it); elsewhere the sum of the parameter values and of the
+    attributes' JSON lengths (an attribute rewritten in place with a value of the same length is
+    seen when its trial finishes, or when another of its rows is written).
+
+    Columns: trial_id, state, then the counts and sums.
+    """
+    listed = sa.or_(trials.c.trial_id > sa.bindparam("gt"), trials.c.trial_id.in_(sa.bindparam("inc", expanding=True)))
+    columns = [trials.c.trial_id, sa.cast(trials.c.state, sa.String())]
+    children = (
+        (models.TrialParamModel, "param_value", False),
+        (models.TrialUserAttributeModel, "value_json", True),
+        (models.TrialSystemAttributeModel, "value_json", True),
+        (models.TrialIntermediateValueModel, None, False),
+    )
+    for model, column, text in children:
+        table = model.__table__
+        sums = [sa.func.count()]
+        if dialect == "postgresql":
+            xmin = sa.literal_column(f"{table.name}.xmin")
+            sums.append(sa.func.sum(sa.cast(sa.cast(xmin, sa.Text()), sa.BigInteger())))
+        elif column is not None:
+            sums.append(sa.func.sum(sa.func.length(table.c[column]) if text else table.c[column]))
+        for total in sums:
+            columns.append(sa.select(total).where(table.c.trial_id == trials.c.trial_id).scalar_subquery())
+    return sa.select(*columns).where(trials.c.study_id == sid, listed)
 
 
 def _upsert(dialect: str, table: Any) -> Any:
@@ -775,15 +828,50 @@ def read_trials(conns: _Connections, study_id: int, unfinished: Iterable[int], l
     """The trials of a study with an id above ``last_finished`` and those of ``unfinished`` (up to
     it), ordered by id: what ``RDBStorage._get_trials`` returns to Optuna's ``_CachedStorage``, read
     in one statement (:func:`_changed_trials`) without ORM objects. KeyError for an unknown study."""
+    with conns.reading() as conn:
+        return _read_trials(conns, conn, study_id, unfinished, last_finished)
+
+
+def read_changed_trials(
+    conns: _Connections,
+    study_id: int,
+    known: dict[int, tuple[Any, ...] | None],
+    own: Container[int],
+    seen: int,
+) -> tuple[list[FrozenTrial], dict[int, tuple[Any, ...]]]:
+    """The trials of a study created since the last read (id above ``seen``) and those of the
+    unfinished trials ``known`` (id: its print at the last read, see :func:`_trial_prints`) whose
+    print changed, with the prints of all of them; ``own`` (this process's running trials, known
+    whole from memory) count as changed only when their state did (e.g. failed as stale).
+
+    One light statement first (the state and print of each), then the rows of the changed and new
+    trials only (none when nothing changed): the other workers' running trials are not read again
+    on every read of the study. On SQLite both run in one transaction (one snapshot).
+    """
+    with conns.reading() as conn:
+        rows = conn.execute(conns.sql.prints, {"sid": study_id, "gt": seen, "inc": list(known)}).all()
+        prints = {row[0]: tuple(row[1:]) for row in rows}
+        changed = [
+            trial_id
+            for trial_id, before in known.items()
+            if trial_id not in prints
+            or (prints[trial_id][0] != "RUNNING" if trial_id in own else prints[trial_id] != before)
+        ]
+        if not changed and not any(trial_id > seen for trial_id in prints):
+            return [], prints
+        return _read_trials(conns, conn, study_id, changed, seen), prints
+
+
+def _read_trials(conns: _Connections, conn: Any, study_id: int, unfinished: Iterable[int], last_finished: int) -> list[FrozenTrial]:
+    """:func:`read_trials` on the connection ``conn``."""
     from optuna.storages._rdb import models
 
     inc = [trial_id for trial_id in unfinished if trial_id <= last_finished]
     if len(inc) > MAX_LISTED_IDS:  # too many bind parameters for one statement: all from the lowest on
         last_finished, inc = min(inc) - 1, []
-    with conns.reading() as conn:
-        rows = conn.execute(conns.sql.changed, {"sid": study_id, "gt": last_finished, "inc": inc}).all()
-        if not rows and conn.execute(conns.sql.study_exists, {"sid": study_id}).scalar() is None:
-            raise KeyError(f"no study with study_id {study_id}")
+    rows = conn.execute(conns.sql.changed, {"sid": study_id, "gt": last_finished, "inc": inc}).all()
+    if not rows and conn.execute(conns.sql.study_exists, {"sid": study_id}).scalar() is None:
+        raise KeyError(f"no study with study_id {study_id}")
     value_of = models.TrialValueModel.stored_repr_to_value
     value_type = models.TrialValueModel.TrialValueType
     step_value_of = models.TrialIntermediateValueModel.stored_repr_to_intermediate_value
