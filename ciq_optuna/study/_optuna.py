@@ -101,6 +101,9 @@ BEAT_AGAIN_S = 1.0
 #: parameters per statement); above it, every trial from the lowest of them on is read.
 MAX_LISTED_IDS = 5000
 
+#: The highest trial id the INTEGER column holds (a read of listed trials only).
+_NO_ID = 2**31 - 1
+
 #: Every private name this module uses, checked by tests/test_optuna_private.py.
 PRIVATE_NAMES = (
     "optuna.storages._cached_storage._CachedStorage",
@@ -189,8 +192,8 @@ class BatchedStorage(_CachedStorage):
         self._beaten: dict[int, float] = {}  # monotonic time of the last heartbeat of an open trial
         self._unfinished_numbers: dict[int, set[int]] = {}  # per study: numbers of unfinished trials
         self._seen: dict[int, int] = {}  # per study: the highest trial id committed at the last read
-        #: per study: the print (``_trial_prints``) of each unfinished trial when its rows were read
-        self._prints: dict[int, dict[int, tuple[Any, ...] | None]] = {}
+        #: per study: the state and print (``_print``) of each unfinished trial when its rows were read
+        self._prints: dict[int, dict[int, tuple[str, str] | None]] = {}
         self._conns = _Connections(backend)
 
     def __getstate__(self) -> dict[Any, Any]:
@@ -465,7 +468,7 @@ class BatchedStorage(_CachedStorage):
                 # the first read (or very many unfinished trials): Optuna's incremental read
                 after = study.last_finished_trial_id
                 trials = self._db(lambda: read_trials(self._conns, study_id, study.unfinished_trial_ids, after))
-                now: dict[int, tuple[Any, ...]] = {}
+                now: dict[int, tuple[str, str]] = {}
             else:  # the new trials, and the unfinished ones known only when their print changed
                 after = seen
                 known = {trial_id: prints.get(trial_id) for trial_id in study.unfinished_trial_ids}
@@ -617,7 +620,7 @@ class _Sql:
         )
         self.study_exists = sa.select(studies.c.study_id).where(studies.c.study_id == sid)
         self.changed = _changed_trials(sa, models, trials, sid)
-        self.prints = _trial_prints(sa, models, trials, sid, dialect)
+        self.new_and_prints = _new_trials_and_prints(sa, models, trials, sid, dialect)
 
 
 def _changed_trials(sa: Any, models: Any, trials: Any, sid: Any) -> Any:
@@ -632,7 +635,32 @@ def _changed_trials(sa: Any, models: Any, trials: Any, sid: Any) -> Any:
     and the trial's start and completion times.
     """
     changed = sa.or_(trials.c.trial_id > sa.bindparam("gt"), trials.c.trial_id.in_(sa.bindparam("inc", expanding=True)))
-    mine = sa.and_(trials.c.study_id == sid, changed)
+    parts = _trial_rows(sa, models, trials, sa.and_(trials.c.study_id == sid, changed))
+    return sa.union_all(*parts).order_by(sa.text("trial_id"), sa.text("kind"), sa.text("i"))
+
+
+def _new_trials_and_prints(sa: Any, models: Any, trials: Any, sid: Any, dialect: str) -> Any:
+    """One statement for the rows of the trials of a study with an id above ``:gt`` (as
+    :func:`_changed_trials`) and, as rows of kind 6, the state (text column) and print (second
+    text column, see :func:`_print`) of those and of the trials in ``:inc``."""
+    new = sa.and_(trials.c.study_id == sid, trials.c.trial_id > sa.bindparam("gt"))
+    listed = sa.or_(trials.c.trial_id > sa.bindparam("gt"), trials.c.trial_id.in_(sa.bindparam("inc", expanding=True)))
+    prints = sa.select(
+        sa.literal(6),
+        trials.c.trial_id,
+        trials.c.number,
+        sa.cast(trials.c.state, sa.String()),
+        sa.cast(sa.null(), sa.Float(precision=53)),
+        _print(sa, models, trials, dialect),
+        sa.cast(sa.null(), sa.DateTime()),
+        sa.cast(sa.null(), sa.DateTime()),
+    ).where(trials.c.study_id == sid, listed)
+    parts = [*_trial_rows(sa, models, trials, new), prints]
+    return sa.union_all(*parts).order_by(sa.text("trial_id"), sa.text("kind"), sa.text("i"))
+
+
+def _trial_rows(sa: Any, models: Any, trials: Any, mine: Any) -> list[Any]:
+    """The SELECTs of :func:`_changed_trials` for the trials where ``mine`` holds."""
     text, num, when = sa.String(), sa.Float(precision=53), sa.DateTime()
 
     def none(kind: Any) -> Any:
@@ -673,28 +701,23 @@ def _changed_trials(sa: Any, models: Any, trials: Any, sid: Any) -> Any:
             .join_from(table, trials, trials.c.trial_id == table.c.trial_id)
             .where(mine)
         )
-    return sa.union_all(*parts).order_by(sa.text("trial_id"), sa.text("kind"), sa.text("i"))
+    return parts
 
 
-def _trial_prints(sa: Any, models: Any, trials: Any, sid: Any, dialect: str) -> Any:
-    """One statement for the state and "print" of each trial of a study with an id above ``:gt``
-    or in ``:inc``: per child table (parameters, user and system attributes, intermediate values)
-    the count of its rows and a sum that changes when one of them is written. On PostgreSQL the sum
-    of the rows' ``xmin`` (the id of the transaction that wrote each version of a row: an insert
-    or an update in place changes it); elsewhere the sum of the parameter values and of the
-    attributes' JSON lengths (an attribute rewritten in place with a value of the same length is
-    seen when its trial finishes, or when another of its rows is written).
-
-    Columns: trial_id, state, then the counts and sums.
-    """
-    listed = sa.or_(trials.c.trial_id > sa.bindparam("gt"), trials.c.trial_id.in_(sa.bindparam("inc", expanding=True)))
-    columns = [trials.c.trial_id, sa.cast(trials.c.state, sa.String())]
+def _print(sa: Any, models: Any, trials: Any, dialect: str) -> Any:
+    """A text that changes when a row of the trial's child tables (parameters, user and system
+    attributes, intermediate values) is written: per table the count of its rows and a sum. On
+    PostgreSQL the sum of the rows' ``xmin`` (the id of the transaction that wrote each version of
+    a row: an insert or an update in place changes it); elsewhere the sum of the parameter values
+    and of the attributes' JSON lengths (an attribute rewritten in place with a value of the same
+    length is seen when its trial finishes, or when another of its rows is written)."""
     children = (
         (models.TrialParamModel, "param_value", False),
         (models.TrialUserAttributeModel, "value_json", True),
         (models.TrialSystemAttributeModel, "value_json", True),
         (models.TrialIntermediateValueModel, None, False),
     )
+    out: Any = None
     for model, column, text in children:
         table = model.__table__
         sums = [sa.func.count()]
@@ -704,8 +727,10 @@ def _trial_prints(sa: Any, models: Any, trials: Any, sid: Any, dialect: str) -> 
         elif column is not None:
             sums.append(sa.func.sum(sa.func.length(table.c[column]) if text else table.c[column]))
         for total in sums:
-            columns.append(sa.select(total).where(table.c.trial_id == trials.c.trial_id).scalar_subquery())
-    return sa.select(*columns).where(trials.c.study_id == sid, listed)
+            value = sa.select(total).where(table.c.trial_id == trials.c.trial_id).scalar_subquery()
+            part = sa.cast(sa.func.coalesce(value, 0), sa.String())
+            out = part if out is None else out + "," + part
+    return out
 
 
 def _upsert(dialect: str, table: Any) -> Any:
@@ -835,43 +860,53 @@ def read_trials(conns: _Connections, study_id: int, unfinished: Iterable[int], l
 def read_changed_trials(
     conns: _Connections,
     study_id: int,
-    known: dict[int, tuple[Any, ...] | None],
+    known: dict[int, tuple[str, str] | None],
     own: Container[int],
     seen: int,
-) -> tuple[list[FrozenTrial], dict[int, tuple[Any, ...]]]:
+) -> tuple[list[FrozenTrial], dict[int, tuple[str, str]]]:
     """The trials of a study created since the last read (id above ``seen``) and those of the
-    unfinished trials ``known`` (id: its print at the last read, see :func:`_trial_prints`) whose
-    print changed, with the prints of all of them; ``own`` (this process's running trials, known
-    whole from memory) count as changed only when their state did (e.g. failed as stale).
+    unfinished trials ``known`` (id: its state and print at the last read, see :func:`_print`)
+    whose state or print changed, with the state and print of all of them; ``own`` (this
+    process's running trials, known whole from memory) count as changed only when their state did
+    (e.g. failed as stale).
 
-    One light statement first (the state and print of each), then the rows of the changed and new
-    trials only (none when nothing changed): the other workers' running trials are not read again
-    on every read of the study. On SQLite both run in one transaction (one snapshot).
+    One statement for the rows of the new trials and the prints (:func:`_new_trials_and_prints`),
+    a second for the rows of the changed known ones only when there are any: the other workers'
+    running trials are not read again on every read of the study. On SQLite both run in one
+    transaction (one snapshot).
     """
     with conns.reading() as conn:
-        rows = conn.execute(conns.sql.prints, {"sid": study_id, "gt": seen, "inc": list(known)}).all()
-        prints = {row[0]: tuple(row[1:]) for row in rows}
+        rows = conn.execute(conns.sql.new_and_prints, {"sid": study_id, "gt": seen, "inc": list(known)}).all()
+        prints = {row[1]: (row[3], row[5]) for row in rows if row[0] == 6}
         changed = [
             trial_id
             for trial_id, before in known.items()
             if trial_id not in prints
             or (prints[trial_id][0] != "RUNNING" if trial_id in own else prints[trial_id] != before)
         ]
-        if not changed and not any(trial_id > seen for trial_id in prints):
-            return [], prints
-        return _read_trials(conns, conn, study_id, changed, seen), prints
+        trials = _trials_of([row for row in rows if row[0] != 6])
+        if changed:
+            trials = sorted(
+                [*_read_trials(conns, conn, study_id, changed, _NO_ID), *trials], key=lambda t: t._trial_id
+            )
+        return trials, prints
 
 
 def _read_trials(conns: _Connections, conn: Any, study_id: int, unfinished: Iterable[int], last_finished: int) -> list[FrozenTrial]:
     """:func:`read_trials` on the connection ``conn``."""
-    from optuna.storages._rdb import models
-
     inc = [trial_id for trial_id in unfinished if trial_id <= last_finished]
     if len(inc) > MAX_LISTED_IDS:  # too many bind parameters for one statement: all from the lowest on
         last_finished, inc = min(inc) - 1, []
     rows = conn.execute(conns.sql.changed, {"sid": study_id, "gt": last_finished, "inc": inc}).all()
     if not rows and conn.execute(conns.sql.study_exists, {"sid": study_id}).scalar() is None:
         raise KeyError(f"no study with study_id {study_id}")
+    return _trials_of(rows)
+
+
+def _trials_of(rows: Sequence[Any]) -> list[FrozenTrial]:
+    """The trials of rows of :func:`_changed_trials`."""
+    from optuna.storages._rdb import models
+
     value_of = models.TrialValueModel.stored_repr_to_value
     value_type = models.TrialValueModel.TrialValueType
     step_value_of = models.TrialIntermediateValueModel.stored_repr_to_intermediate_value
