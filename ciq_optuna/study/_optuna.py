@@ -30,9 +30,9 @@ trial it moved to RUNNING):
   number and extended with the rows that changed since the last read (no sort of the whole list),
   and the stale-trial check runs at most once per heartbeat interval instead of before every trial.
 - Reading the study: one index look-up when only this process's trials can have changed; else
-  one light statement for the state and a print of the rows of each unfinished trial known, then
-  in ONE plain SQL statement (instead of Optuna's seven ORM queries) only the new trials and those
-  whose print changed (not the other workers' running trials again on every read); Optuna's look for a WAITING trial is one index look-up among the
+  ONE plain SQL statement (instead of Optuna's seven ORM queries) for the new trials' rows and the
+  state and a print of the rows of each unfinished trial known, and a second one for the rows of
+  those whose state or print changed (not the other workers' running trials on every read); Optuna's look for a WAITING trial is one index look-up among the
   trials created since the last read, not a read of the study.
 """
 
@@ -441,9 +441,10 @@ class BatchedStorage(_CachedStorage):
         them than Optuna's incremental read (every unfinished trial known and every trial after
         the last finished one, i.e. the other workers' running trials on every read): the trials
         created since the last read, and of the unfinished ones known those whose state or rows
-        changed, told by one light statement first (:func:`read_changed_trials`). The other
+        changed, told by the state and a print of each read with the new trials' rows
+        (:func:`read_changed_trials`; a second statement reads the changed ones). The other
         workers' claims, parameters flushed later, a trial failed as stale or popped from the
-        queue all change what that statement returns, so each is read once when it happens.
+        queue all change its state or print, so each is read once when it happens.
         """
         with self._lock:
             study = self._studies.get(study_id)
