@@ -350,9 +350,9 @@ def test_another_storages_running_trial_is_read_again_only_when_it_changes(
     s1.optimize(_objective, n_trials=2, catch=(ValueError,))
     s2 = optuna.load_study(storage=two, study_name="s")
     other = s2.ask()
-    read = []
-    real = private._read_trials
-    monkeypatch.setattr(private, "_read_trials", lambda *a: read.append(sorted(a[3])) or real(*a))
+    read = []  # ids of the trials whose rows were read
+    real = private._trials_of
+    monkeypatch.setattr(private, "_trials_of", lambda rows: read.extend(t._trial_id for t in real(rows)) or real(rows))
 
     def latest() -> optuna.trial.FrozenTrial:
         return one.get_all_trials(s1._study_id, deepcopy=False)[other.number]
@@ -363,7 +363,7 @@ def test_another_storages_running_trial_is_read_again_only_when_it_changes(
     assert latest().params == {} and read == []  # nothing changed: its rows are not read again
     claim = sorted(WRITE_THROUGH_ATTRS)[0]
     two.set_trial_system_attr(other._trial_id, claim, "plan-1")
-    assert latest().system_attrs[claim] == "plan-1" and read == [[other._trial_id]]
+    assert latest().system_attrs[claim] == "plan-1" and read == [other._trial_id]
     other.suggest_int("x", 0, 50)
     other.set_user_attr("m", "aa")
     two.flush_trial(other._trial_id)

@@ -101,8 +101,6 @@ BEAT_AGAIN_S = 1.0
 #: parameters per statement); above it, every trial from the lowest of them on is read.
 MAX_LISTED_IDS = 5000
 
-#: The highest trial id the INTEGER column holds (a read of listed trials only).
-_NO_ID = 2**31 - 1
 
 #: Every private name this module uses, checked by tests/test_optuna_private.py.
 PRIVATE_NAMES = (
@@ -192,8 +190,8 @@ class BatchedStorage(_CachedStorage):
         self._beaten: dict[int, float] = {}  # monotonic time of the last heartbeat of an open trial
         self._unfinished_numbers: dict[int, set[int]] = {}  # per study: numbers of unfinished trials
         self._seen: dict[int, int] = {}  # per study: the highest trial id committed at the last read
-        #: per study: the state and print (``_print``) of each unfinished trial when its rows were read
-        self._prints: dict[int, dict[int, tuple[str, str] | None]] = {}
+        #: per study: the stamp (state and print) of each unfinished trial when its rows were read
+        self._prints: dict[int, dict[int, str | None]] = {}
         self._conns = _Connections(backend)
 
     def __getstate__(self) -> dict[Any, Any]:
@@ -469,7 +467,7 @@ class BatchedStorage(_CachedStorage):
                 # the first read (or very many unfinished trials): Optuna's incremental read
                 after = study.last_finished_trial_id
                 trials = self._db(lambda: read_trials(self._conns, study_id, study.unfinished_trial_ids, after))
-                now: dict[int, tuple[str, str]] = {}
+                now: dict[int, str] = {}
             else:  # the new trials, and the unfinished ones known only when their print changed
                 after = seen
                 known = {trial_id: prints.get(trial_id) for trial_id in study.unfinished_trial_ids}
@@ -621,7 +619,7 @@ class _Sql:
         )
         self.study_exists = sa.select(studies.c.study_id).where(studies.c.study_id == sid)
         self.changed = _changed_trials(sa, models, trials, sid)
-        self.new_and_prints = _new_trials_and_prints(sa, models, trials, sid, dialect)
+        self.new_and_changed = _new_and_changed_trials(sa, models, trials, sid, dialect)
 
 
 def _changed_trials(sa: Any, models: Any, trials: Any, sid: Any) -> Any:
@@ -640,23 +638,40 @@ def _changed_trials(sa: Any, models: Any, trials: Any, sid: Any) -> Any:
     return sa.union_all(*parts).order_by(sa.text("trial_id"), sa.text("kind"), sa.text("i"))
 
 
-def _new_trials_and_prints(sa: Any, models: Any, trials: Any, sid: Any, dialect: str) -> Any:
-    """One statement for the rows of the trials of a study with an id above ``:gt`` (as
-    :func:`_changed_trials`) and, as rows of kind 6, the state (text column) and print (second
-    text column, see :func:`_print`) of those and of the trials in ``:inc``."""
-    new = sa.and_(trials.c.study_id == sid, trials.c.trial_id > sa.bindparam("gt"))
-    listed = sa.or_(trials.c.trial_id > sa.bindparam("gt"), trials.c.trial_id.in_(sa.bindparam("inc", expanding=True)))
-    prints = sa.select(
+def _new_and_changed_trials(sa: Any, models: Any, trials: Any, sid: Any, dialect: str) -> Any:
+    """One statement for the rows (as :func:`_changed_trials`) of the trials of a study that are
+    new (id above ``:gt``) or changed: of those in ``:own`` the ones no longer RUNNING, of those
+    in ``:inc`` the ones whose stamp (state and print, see :func:`_print`) is not listed in
+    ``:known`` (``;id=stamp;`` per trial); and, as rows of kind 6, the stamp of each trial read
+    (second text column). The comparison runs in the database: a trial that did not change costs
+    neither a row nor a second statement."""
+    text = sa.String()
+    ids = trials.c.trial_id
+    gt, own, inc = sa.bindparam("gt"), sa.bindparam("own", expanding=True), sa.bindparam("inc", expanding=True)
+    stamp = sa.cast(trials.c.state, text) + "|" + _print(sa, models, trials, dialect)
+    listed = sa.select(ids, stamp.label("p")).where(
+        trials.c.study_id == sid, sa.or_(ids > gt, ids.in_(own), ids.in_(inc))
+    ).cte("listed")
+    find = sa.func.strpos if dialect == "postgresql" else sa.func.instr
+    key = ";" + sa.cast(listed.c.trial_id, text) + "=" + listed.c.p + ";"
+    picked = sa.select(listed.c.trial_id, listed.c.p).where(
+        sa.or_(
+            listed.c.trial_id > gt,
+            sa.and_(listed.c.trial_id.in_(own), sa.not_(listed.c.p.startswith("RUNNING|"))),
+            sa.and_(listed.c.trial_id.in_(inc), find(sa.bindparam("known", type_=text), key) == 0),
+        )
+    ).cte("picked")
+    stamps = sa.select(
         sa.literal(6),
-        trials.c.trial_id,
-        trials.c.number,
-        sa.cast(trials.c.state, sa.String()),
+        picked.c.trial_id,
+        sa.literal(0),
+        sa.cast(sa.null(), text),
         sa.cast(sa.null(), sa.Float(precision=53)),
-        _print(sa, models, trials, dialect),
+        picked.c.p,
         sa.cast(sa.null(), sa.DateTime()),
         sa.cast(sa.null(), sa.DateTime()),
-    ).where(trials.c.study_id == sid, listed)
-    parts = [*_trial_rows(sa, models, trials, new), prints]
+    )
+    parts = [*_trial_rows(sa, models, trials, ids.in_(sa.select(picked.c.trial_id))), stamps]
     return sa.union_all(*parts).order_by(sa.text("trial_id"), sa.text("kind"), sa.text("i"))
 
 
@@ -861,36 +876,25 @@ def read_trials(conns: _Connections, study_id: int, unfinished: Iterable[int], l
 def read_changed_trials(
     conns: _Connections,
     study_id: int,
-    known: dict[int, tuple[str, str] | None],
+    known: dict[int, str | None],
     own: Container[int],
     seen: int,
-) -> tuple[list[FrozenTrial], dict[int, tuple[str, str]]]:
+) -> tuple[list[FrozenTrial], dict[int, str]]:
     """The trials of a study created since the last read (id above ``seen``) and those of the
-    unfinished trials ``known`` (id: its state and print at the last read, see :func:`_print`)
-    whose state or print changed, with the state and print of all of them; ``own`` (this
-    process's running trials, known whole from memory) count as changed only when their state did
-    (e.g. failed as stale).
-
-    One statement for the rows of the new trials and the prints (:func:`_new_trials_and_prints`),
-    a second for the rows of the changed known ones only when there are any: the other workers'
-    running trials are not read again on every read of the study. On SQLite both run in one
-    transaction (one snapshot).
+    unfinished trials ``known`` (id: its stamp at the last read, see
+    :func:`_new_and_changed_trials`) whose state or rows changed, with the stamps of the trials
+    read; ``own`` (this process's running trials, known whole from memory) count as changed only
+    when their state did (e.g. failed as stale). One statement, one snapshot: the other workers'
+    running trials are not read again on every read of the study, only once per change.
     """
+    mine = [trial_id for trial_id in known if trial_id in own]
+    others = [trial_id for trial_id in known if trial_id not in own]
+    listed = ";" + ";".join(f"{trial_id}={known[trial_id]}" for trial_id in others if known[trial_id]) + ";"
+    params = {"sid": study_id, "gt": seen, "own": mine, "inc": others, "known": listed}
     with conns.reading() as conn:
-        rows = conn.execute(conns.sql.new_and_prints, {"sid": study_id, "gt": seen, "inc": list(known)}).all()
-        prints = {row[1]: (row[3], row[5]) for row in rows if row[0] == 6}
-        changed = [
-            trial_id
-            for trial_id, before in known.items()
-            if trial_id not in prints
-            or (prints[trial_id][0] != "RUNNING" if trial_id in own else prints[trial_id] != before)
-        ]
-        trials = _trials_of([row for row in rows if row[0] != 6])
-        if changed:
-            trials = sorted(
-                [*_read_trials(conns, conn, study_id, changed, _NO_ID), *trials], key=lambda t: t._trial_id
-            )
-        return trials, prints
+        rows = conn.execute(conns.sql.new_and_changed, params).all()
+    stamps = {row[1]: row[5] for row in rows if row[0] == 6}
+    return _trials_of([row for row in rows if row[0] != 6]), stamps
 
 
 def _read_trials(conns: _Connections, conn: Any, study_id: int, unfinished: Iterable[int], last_finished: int) -> list[FrozenTrial]:
