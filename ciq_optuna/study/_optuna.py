@@ -30,9 +30,8 @@ trial it moved to RUNNING):
   number and extended with the rows that changed since the last read (no sort of the whole list),
   and the stale-trial check runs at most once per heartbeat interval instead of before every trial.
 - Reading the study: one index look-up when only this process's trials can have changed; else
-  ONE plain SQL statement (instead of Optuna's seven ORM queries) for the new trials' rows and the
-  state and a print of the rows of each unfinished trial known, and a second one for the rows of
-  those whose state or print changed (not the other workers' running trials on every read); Optuna's look for a WAITING trial is one index look-up among the
+  the trials that changed (Optuna's incremental read) in ONE plain SQL statement instead of
+  Optuna's seven ORM queries; Optuna's look for a WAITING trial is one index look-up among the
   trials created since the last read, not a read of the study.
 """
 
@@ -100,7 +99,6 @@ BEAT_AGAIN_S = 1.0
 #: Most unfinished trial ids listed in one read of the changed trials (SQLite allows 32,766 bind
 #: parameters per statement); above it, every trial from the lowest of them on is read.
 MAX_LISTED_IDS = 5000
-
 
 #: Every private name this module uses, checked by tests/test_optuna_private.py.
 PRIVATE_NAMES = (
@@ -190,8 +188,6 @@ class BatchedStorage(_CachedStorage):
         self._beaten: dict[int, float] = {}  # monotonic time of the last heartbeat of an open trial
         self._unfinished_numbers: dict[int, set[int]] = {}  # per study: numbers of unfinished trials
         self._seen: dict[int, int] = {}  # per study: the highest trial id committed at the last read
-        #: per study: the stamp (state and print) of each unfinished trial when its rows were read
-        self._prints: dict[int, dict[int, str | None]] = {}
         self._conns = _Connections(backend)
 
     def __getstate__(self) -> dict[Any, Any]:
@@ -338,7 +334,6 @@ class BatchedStorage(_CachedStorage):
             done.datetime_complete = now
             self._add_trials_to_cache(study_id, [done])
             study.unfinished_trial_ids.discard(trial_id)  # known whole: no need to read it back
-            self._prints.get(study_id, {}).pop(trial_id, None)
         return True
 
     def record_heartbeat(self, trial_id: int) -> None:
@@ -434,15 +429,10 @@ class BatchedStorage(_CachedStorage):
         (``SELECT ... FOR UPDATE``; SQLite serialises all writes), so a trial committed later
         never has a lower id than one already seen.
 
-        Otherwise the trials that changed are read in plain SQL instead of Optuna's seven ORM
-        queries (which cost a worker sharing its study several ms of CPU per read), and fewer of
-        them than Optuna's incremental read (every unfinished trial known and every trial after
-        the last finished one, i.e. the other workers' running trials on every read): the trials
-        created since the last read, and of the unfinished ones known those whose state or rows
-        changed, told by the state and a print of each read with the new trials' rows
-        (:func:`read_changed_trials`; a second statement reads the changed ones). The other
-        workers' claims, parameters flushed later, a trial failed as stale or popped from the
-        queue all change its state or print, so each is read once when it happens.
+        Otherwise the trials that changed (Optuna's incremental read: the unfinished ones known
+        and those after the last finished one) are read in one SQL statement
+        (:func:`read_trials`) instead of Optuna's seven ORM queries, which cost a worker sharing
+        its study several ms of CPU per read.
         """
         with self._lock:
             study = self._studies.get(study_id)
@@ -459,20 +449,10 @@ class BatchedStorage(_CachedStorage):
             with self._lock:
                 self._seen[study_id] = known
             return
-        with self._lock:
+        with self._lock:  # Optuna's incremental read, through one plain SQL statement (read_trials)
             study = self._studies.setdefault(study_id, _StudyInfo())
-            seen = self._seen.get(study_id)
-            prints = self._prints.setdefault(study_id, {})
-            if seen is None or len(study.unfinished_trial_ids) > MAX_LISTED_IDS:
-                # the first read (or very many unfinished trials): Optuna's incremental read
-                after = study.last_finished_trial_id
-                trials = self._db(lambda: read_trials(self._conns, study_id, study.unfinished_trial_ids, after))
-                now: dict[int, str] = {}
-            else:  # the new trials, and the unfinished ones known only when their print changed
-                after = seen
-                known = {trial_id: prints.get(trial_id) for trial_id in study.unfinished_trial_ids}
-                own = self._open.keys()
-                trials, now = self._db(lambda: read_changed_trials(self._conns, study_id, known, own, after))
+            after = study.last_finished_trial_id
+            trials = self._db(lambda: read_trials(self._conns, study_id, study.unfinished_trial_ids, after))
             # every trial committed so far has an id up to this (all those above ``after`` were read)
             self._seen[study_id] = max([after, *(t._trial_id for t in trials)])
             if not trials:
@@ -481,11 +461,9 @@ class BatchedStorage(_CachedStorage):
             for trial in trials:
                 if not trial.state.is_finished():
                     study.unfinished_trial_ids.add(trial._trial_id)
-                    prints[trial._trial_id] = now.get(trial._trial_id)
                     continue
                 study.last_finished_trial_id = max(study.last_finished_trial_id, trial._trial_id)
                 study.unfinished_trial_ids.discard(trial._trial_id)
-                prints.pop(trial._trial_id, None)
 
     def get_all_trials(
         self,
@@ -619,7 +597,6 @@ class _Sql:
         )
         self.study_exists = sa.select(studies.c.study_id).where(studies.c.study_id == sid)
         self.changed = _changed_trials(sa, models, trials, sid)
-        self.new_and_changed = _new_and_changed_trials(sa, models, trials, sid, dialect)
 
 
 def _changed_trials(sa: Any, models: Any, trials: Any, sid: Any) -> Any:
@@ -634,49 +611,7 @@ def _changed_trials(sa: Any, models: Any, trials: Any, sid: Any) -> Any:
     and the trial's start and completion times.
     """
     changed = sa.or_(trials.c.trial_id > sa.bindparam("gt"), trials.c.trial_id.in_(sa.bindparam("inc", expanding=True)))
-    parts = _trial_rows(sa, models, trials, sa.and_(trials.c.study_id == sid, changed))
-    return sa.union_all(*parts).order_by(sa.text("trial_id"), sa.text("kind"), sa.text("i"))
-
-
-def _new_and_changed_trials(sa: Any, models: Any, trials: Any, sid: Any, dialect: str) -> Any:
-    """One statement for the rows (as :func:`_changed_trials`) of the trials of a study that are
-    new (id above ``:gt``) or changed: of those in ``:own`` the ones no longer RUNNING, of those
-    in ``:inc`` the ones whose stamp (state and print, see :func:`_print`) is not listed in
-    ``:known`` (``;id=stamp;`` per trial); and, as rows of kind 6, the stamp of each trial read
-    (second text column). The comparison runs in the database: a trial that did not change costs
-    neither a row nor a second statement."""
-    text = sa.String()
-    ids = trials.c.trial_id
-    gt, own, inc = sa.bindparam("gt"), sa.bindparam("own", expanding=True), sa.bindparam("inc", expanding=True)
-    stamp = sa.cast(trials.c.state, text) + "|" + _print(sa, models, trials, dialect)
-    listed = sa.select(ids, stamp.label("p")).where(
-        trials.c.study_id == sid, sa.or_(ids > gt, ids.in_(own), ids.in_(inc))
-    ).cte("listed")
-    find = sa.func.strpos if dialect == "postgresql" else sa.func.instr
-    key = ";" + sa.cast(listed.c.trial_id, text) + "=" + listed.c.p + ";"
-    picked = sa.select(listed.c.trial_id, listed.c.p).where(
-        sa.or_(
-            listed.c.trial_id > gt,
-            sa.and_(listed.c.trial_id.in_(own), sa.not_(listed.c.p.startswith("RUNNING|"))),
-            sa.and_(listed.c.trial_id.in_(inc), find(sa.bindparam("known", type_=text), key) == 0),
-        )
-    ).cte("picked")
-    stamps = sa.select(
-        sa.literal(6),
-        picked.c.trial_id,
-        sa.literal(0),
-        sa.cast(sa.null(), text),
-        sa.cast(sa.null(), sa.Float(precision=53)),
-        picked.c.p,
-        sa.cast(sa.null(), sa.DateTime()),
-        sa.cast(sa.null(), sa.DateTime()),
-    )
-    parts = [*_trial_rows(sa, models, trials, ids.in_(sa.select(picked.c.trial_id))), stamps]
-    return sa.union_all(*parts).order_by(sa.text("trial_id"), sa.text("kind"), sa.text("i"))
-
-
-def _trial_rows(sa: Any, models: Any, trials: Any, mine: Any) -> list[Any]:
-    """The SELECTs of :func:`_changed_trials` for the trials where ``mine`` holds."""
+    mine = sa.and_(trials.c.study_id == sid, changed)
     text, num, when = sa.String(), sa.Float(precision=53), sa.DateTime()
 
     def none(kind: Any) -> Any:
@@ -717,36 +652,7 @@ def _trial_rows(sa: Any, models: Any, trials: Any, mine: Any) -> list[Any]:
             .join_from(table, trials, trials.c.trial_id == table.c.trial_id)
             .where(mine)
         )
-    return parts
-
-
-def _print(sa: Any, models: Any, trials: Any, dialect: str) -> Any:
-    """A text that changes when a row of the trial's child tables (parameters, user and system
-    attributes, intermediate values) is written: per table the count of its rows and a sum. On
-    PostgreSQL the sum of the rows' ``xmin`` (the id of the transaction that wrote each version of
-    a row: an insert or an update in place changes it); elsewhere the sum of the parameter values
-    and of the attributes' JSON lengths (an attribute rewritten in place with a value of the same
-    length is seen when its trial finishes, or when another of its rows is written)."""
-    children = (
-        (models.TrialParamModel, "param_value", False),
-        (models.TrialUserAttributeModel, "value_json", True),
-        (models.TrialSystemAttributeModel, "value_json", True),
-        (models.TrialIntermediateValueModel, None, False),
-    )
-    out: Any = None
-    for model, column, text in children:
-        table = model.__table__
-        sums = [sa.func.count()]
-        if dialect == "postgresql":
-            xmin = sa.literal_column(f"{table.name}.xmin")
-            sums.append(sa.func.sum(sa.cast(sa.cast(xmin, sa.Text()), sa.BigInteger())))
-        elif column is not None:
-            sums.append(sa.func.sum(sa.func.length(table.c[column]) if text else table.c[column]))
-        for total in sums:
-            value = sa.select(total).where(table.c.trial_id == trials.c.trial_id).scalar_subquery()
-            part = sa.cast(sa.func.coalesce(value, 0), sa.String())
-            out = part if out is None else out + "," + part
-    return out
+    return sa.union_all(*parts).order_by(sa.text("trial_id"), sa.text("kind"), sa.text("i"))
 
 
 def _upsert(dialect: str, table: Any) -> Any:
@@ -869,49 +775,15 @@ def read_trials(conns: _Connections, study_id: int, unfinished: Iterable[int], l
     """The trials of a study with an id above ``last_finished`` and those of ``unfinished`` (up to
     it), ordered by id: what ``RDBStorage._get_trials`` returns to Optuna's ``_CachedStorage``, read
     in one statement (:func:`_changed_trials`) without ORM objects. KeyError for an unknown study."""
-    with conns.reading() as conn:
-        return _read_trials(conns, conn, study_id, unfinished, last_finished)
+    from optuna.storages._rdb import models
 
-
-def read_changed_trials(
-    conns: _Connections,
-    study_id: int,
-    known: dict[int, str | None],
-    own: Container[int],
-    seen: int,
-) -> tuple[list[FrozenTrial], dict[int, str]]:
-    """The trials of a study created since the last read (id above ``seen``) and those of the
-    unfinished trials ``known`` (id: its stamp at the last read, see
-    :func:`_new_and_changed_trials`) whose state or rows changed, with the stamps of the trials
-    read; ``own`` (this process's running trials, known whole from memory) count as changed only
-    when their state did (e.g. failed as stale). One statement, one snapshot: the other workers'
-    running trials are not read again on every read of the study, only once per change.
-    """
-    mine = [trial_id for trial_id in known if trial_id in own]
-    others = [trial_id for trial_id in known if trial_id not in own]
-    listed = ";" + ";".join(f"{trial_id}={known[trial_id]}" for trial_id in others if known[trial_id]) + ";"
-    params = {"sid": study_id, "gt": seen, "own": mine, "inc": others, "known": listed}
-    with conns.reading() as conn:
-        rows = conn.execute(conns.sql.new_and_changed, params).all()
-    stamps = {row[1]: row[5] for row in rows if row[0] == 6}
-    return _trials_of([row for row in rows if row[0] != 6]), stamps
-
-
-def _read_trials(conns: _Connections, conn: Any, study_id: int, unfinished: Iterable[int], last_finished: int) -> list[FrozenTrial]:
-    """:func:`read_trials` on the connection ``conn``."""
     inc = [trial_id for trial_id in unfinished if trial_id <= last_finished]
     if len(inc) > MAX_LISTED_IDS:  # too many bind parameters for one statement: all from the lowest on
         last_finished, inc = min(inc) - 1, []
-    rows = conn.execute(conns.sql.changed, {"sid": study_id, "gt": last_finished, "inc": inc}).all()
-    if not rows and conn.execute(conns.sql.study_exists, {"sid": study_id}).scalar() is None:
-        raise KeyError(f"no study with study_id {study_id}")
-    return _trials_of(rows)
-
-
-def _trials_of(rows: Sequence[Any]) -> list[FrozenTrial]:
-    """The trials of rows of :func:`_changed_trials`."""
-    from optuna.storages._rdb import models
-
+    with conns.reading() as conn:
+        rows = conn.execute(conns.sql.changed, {"sid": study_id, "gt": last_finished, "inc": inc}).all()
+        if not rows and conn.execute(conns.sql.study_exists, {"sid": study_id}).scalar() is None:
+            raise KeyError(f"no study with study_id {study_id}")
     value_of = models.TrialValueModel.stored_repr_to_value
     value_type = models.TrialValueModel.TrialValueType
     step_value_of = models.TrialIntermediateValueModel.stored_repr_to_intermediate_value
