@@ -1,7 +1,7 @@
 """CPU per trial of the storage calls one ``ciq-optuna tune`` trial makes, without the search.
 
     nice -n 10 python benchmarks/storage_calls.py [--storage sqlite postgresql] [--sizes 100 1000 5000] \
-        [--workers 1 2 4]
+        [--workers 1 2 4] [--evaluate-ms 250]
 
 One trial's calls, in the order tune makes them on the storage ``resolve_storage`` opens (the
 default of ``tune``): create the trial, Optuna's look for a WAITING trial, then under the planning
@@ -53,8 +53,9 @@ USER_ATTRS = ("flags", "compiler_version", "binary_hash", "cubin_sha256", "metri
 STUDY = "storage-calls"
 
 
-def one_trial(storage: optuna.storages.BaseStorage, study_id: int, lock: PlanLock) -> None:
-    """The storage calls of one tune trial (see the module docstring)."""
+def one_trial(storage: optuna.storages.BaseStorage, study_id: int, lock: PlanLock, evaluate_s: float = 0.0) -> None:
+    """The storage calls of one tune trial (see the module docstring); ``evaluate_s`` seconds of
+    sleep stand for the compile before the final state."""
     trial_id = storage.create_new_trial(study_id)
     storage.get_all_trials(study_id, deepcopy=False, states=(TrialState.WAITING,))
     with lock.held():
@@ -65,6 +66,7 @@ def one_trial(storage: optuna.storages.BaseStorage, study_id: int, lock: PlanLoc
         storage.set_trial_param(trial_id, name, 1, dist)
     for key in USER_ATTRS:
         storage.set_trial_user_attr(trial_id, key, {"spill-bytes": 0, "registers": [32, 40]})
+    time.sleep(evaluate_s)
     storage.set_trial_state_values(trial_id, TrialState.COMPLETE, [1.0])
     storage.get_all_trials(study_id, deepcopy=False)
 
@@ -105,23 +107,25 @@ def prefill(storage: optuna.storages.BaseStorage, study_id: int, size: int) -> N
             ])
 
 
-def worker(url: str, trials: int) -> list[tuple[float, float]]:
+def worker(url: str, trials: int, evaluate_s: float = 0.0) -> list[tuple[float, float]]:
     """(CPU ms, wall ms) per trial of each of 5 runs of ``trials`` trials in this process."""
     storage = resolve_storage(url, default_path=Path("unused.db"))
     study = optuna.load_study(storage=storage, study_name=STUDY)
     lock = PlanLock(storage, STUDY)
     for _ in range(3):  # the first read of the study is a one-off
-        one_trial(storage, study._study_id, lock)
+        one_trial(storage, study._study_id, lock, evaluate_s)
     out = []
     for _ in range(5):
         c0, w0 = time.process_time(), time.perf_counter()
         for _ in range(trials):
-            one_trial(storage, study._study_id, lock)
+            one_trial(storage, study._study_id, lock, evaluate_s)
         out.append(((time.process_time() - c0) / trials * 1000, (time.perf_counter() - w0) / trials * 1000))
     return out
 
 
-def measure(url: str, sizes: list[int], trials: int, workers: list[int]) -> Iterator[tuple[int, int, float, float]]:
+def measure(
+    url: str, sizes: list[int], trials: int, workers: list[int], evaluate_s: float = 0.0
+) -> Iterator[tuple[int, int, float, float]]:
     """(workers, trials in the study when the timed runs start, CPU ms per trial, wall ms per
     trial) per size and worker count, each as soon as it is measured."""
     storage = resolve_storage(url, default_path=Path("unused.db"))
@@ -131,11 +135,12 @@ def measure(url: str, sizes: list[int], trials: int, workers: list[int]) -> Iter
         for count in workers:
             start = len(study.get_trials(deepcopy=False))
             if count == 1:
-                runs = [worker(url, trials)]
+                runs = [worker(url, trials, evaluate_s)]
             else:
                 procs = [
                     subprocess.Popen(
-                        [sys.executable, __file__, "--worker", url, "--trials", str(trials)],
+                        [sys.executable, __file__, "--worker", url, "--trials", str(trials),
+                         "--evaluate-ms", str(evaluate_s * 1000)],
                         stdout=subprocess.PIPE,
                         text=True,
                     )
@@ -155,11 +160,16 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 5000])
     parser.add_argument("--trials", type=int, default=40, help="trials per timed run (5 runs per size)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1], help="processes sharing the study")
+    parser.add_argument(
+        "--evaluate-ms", type=float, default=0.0,
+        help="sleep per trial before its final state, standing for the compile (the other workers' "
+        "trials are then running during a read; from 200 ms on their parameters are flushed)",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # one worker process of a --workers run
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     if args.worker:
-        print(json.dumps(worker(args.worker, args.trials)))
+        print(json.dumps(worker(args.worker, args.trials, args.evaluate_ms / 1000)))
         return
     import ciq_optuna
 
@@ -177,7 +187,7 @@ def main() -> None:
             else:
                 url = f"sqlite:///{tmp}/calls.db"
             try:
-                for count, size, cpu, wall in measure(url, args.sizes, args.trials, args.workers):
+                for count, size, cpu, wall in measure(url, args.sizes, args.trials, args.workers, args.evaluate_ms / 1000):
                     print(f"| {kind} | {count} | {size} | {cpu:.2f} | {wall:.2f} |", flush=True)
             finally:
                 if server is not None:

@@ -330,3 +330,44 @@ def test_read_trials_returns_what_optunas_orm_read_returns(
     assert [t._trial_id for t in many] == ids and [repr(t) for t in many] == [repr(t) for t in read_trials(storage._conns, sid, set(), -1)]
     with pytest.raises(KeyError):
         read_trials(storage._conns, sid + 1000, set(), -1)
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_another_storages_running_trial_is_seen_with_its_later_changes(database: str, tmp_path: Path, request) -> None:
+    """A read of the study sees each later change of another storage's running trial: its claim
+    (written at once), parameters and attributes flushed later (an attribute rewritten in place
+    too, with a value of the same length), its final state and values; and this storage's own
+    running trial failed by another one (as a stale trial)."""
+    from ciq_optuna.study.storage import WRITE_THROUGH_ATTRS
+
+    url = request.getfixturevalue("postgres_db_url") if database == "postgresql" else f"sqlite:///{tmp_path}/c.db"
+    one = resolve_storage(url, default_path=tmp_path / "x.db", heartbeat_interval=None)
+    two = resolve_storage(url, default_path=tmp_path / "x.db", heartbeat_interval=None)
+    s1 = optuna.create_study(storage=one, study_name="s")
+    s1.optimize(_objective, n_trials=2, catch=(ValueError,))
+    s2 = optuna.load_study(storage=two, study_name="s")
+    other = s2.ask()
+
+    def latest() -> optuna.trial.FrozenTrial:
+        return one.get_all_trials(s1._study_id, deepcopy=False)[other.number]
+
+    assert latest().state == TrialState.RUNNING and latest().params == {}
+    claim = sorted(WRITE_THROUGH_ATTRS)[0]
+    two.set_trial_system_attr(other._trial_id, claim, "plan-1")
+    assert latest().system_attrs[claim] == "plan-1"
+    other.suggest_int("x", 0, 50)
+    other.set_user_attr("m", "aa")
+    two.flush_trial(other._trial_id)
+    assert latest().params == {"x": other.params["x"]} and latest().user_attrs == {"m": "aa"}
+    other.set_user_attr("m", "bb")
+    two.flush_trial(other._trial_id)
+    assert latest().user_attrs == {"m": "bb"}
+    s2.tell(other, 4.0)
+    assert latest().state == TrialState.COMPLETE and latest().value == 4.0
+    s2.ask()  # another running trial elsewhere: this storage's reads are not the one index look-up
+    mine = s1.ask()
+    mine.suggest_int("x", 0, 50)
+    one.flush_trial(mine._trial_id)
+    assert s1.get_trials(deepcopy=False)[mine.number].state == TrialState.RUNNING
+    two.backend.set_trial_state_values(mine._trial_id, TrialState.FAIL)  # failed as stale elsewhere
+    assert s1.get_trials(deepcopy=False)[mine.number].state == TrialState.FAIL
