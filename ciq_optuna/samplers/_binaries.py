@@ -39,6 +39,10 @@ _WHOLE_MIN_PAIRS = 2
 # (each inert alone, the two may interact).
 _APART = 2
 _ANY = -7.0  # canonical code of a gene inert as a whole
+# Above this many rows (or changed settings) a pass is vectorised or done in full: contexts are
+# rebuilt over all compiled trials whenever canonical settings change (per trial, more often with
+# several workers), so that pass must not walk the trials in Python.
+_FEW_ROWS = 32
 
 
 class BinaryModel:
@@ -202,15 +206,21 @@ class BinaryModel:
             rule = self._rule(j)
             if rule == self._rules.get(j):
                 continue
+            at = _rows_to_redo(self._rules.get(j), rule, self._rows[:m])
             if rule is None:
                 del self._rules[j]
                 col = self._rows[:m, j]
             else:
                 self._rules[j] = rule
-                col = rule.column(self._rows[:m], j)
-            changed = np.nonzero(col != self._canon_rows[:m, j])[0]
+                col = rule.column(self._rows[:m] if at is None else self._rows[at], j)
+            if at is None:
+                changed = np.nonzero(col != self._canon_rows[:m, j])[0]
+                col_changed = col[changed]
+            else:
+                differs = col != self._canon_rows[at, j]
+                changed, col_changed = at[differs], col[differs]
             if len(changed):
-                self._canon_rows[changed, j] = col[changed]
+                self._canon_rows[changed, j] = col_changed
                 moved.update(changed.tolist())
         self._dirty.clear()
         for i in moved:
@@ -501,8 +511,9 @@ class _Context:
         self.done = len(order)
         lo = np.where(block >= 0, block, np.inf).min(axis=0).tolist()
         hi = np.where(block >= 0, block, -np.inf).max(axis=0).tolist()
-        for q, col in enumerate(block.T.tolist()):
-            self.values[q].update(col)
+        many = len(block) > _FEW_ROWS  # a new version: every inert pair's trials again
+        for q, col in enumerate(block.T if many else block.T.tolist()):
+            self.values[q].update(np.unique(col).tolist() if many else col)
             self.lo[q], self.hi[q] = min(self.lo[q], lo[q]), max(self.hi[q], hi[q])
 
 
@@ -602,6 +613,28 @@ class _GeneRule:
                 inside = (ctx >= settings.min()) & (ctx <= settings.max()) if interval else np.isin(ctx, settings)
                 out[inside] = _ANY
         return out
+
+
+def _rows_to_redo(old: _GeneRule | None, new: _GeneRule | None, rows: np.ndarray) -> np.ndarray | None:
+    """The rows (ascending) whose canonical code of the gene can differ between rule ``old`` and
+    ``new``: those whose switch settings have other value classes in ``new``, when only value
+    classes of a few settings changed (the common case: one new inert pair merges two classes);
+    None: every row (new switches, a change of inertness as a whole, or many settings changed).
+    A rule with 14 switches has hundreds of settings, and recomputing its column over every
+    compiled trial on each such change was the cost that grew with the study."""
+    if old is None or new is None or old.switches != new.switches or not old.switches:
+        return None
+    a, b = old.whole, new.whole
+    if (a is None) != (b is None) or (a is not None and (a[0] != b[0] or a[2] != b[2] or not np.array_equal(a[1], b[1]))):
+        return None
+    keys = [key for key in old.maps.keys() | new.maps.keys() if old.maps.get(key) != new.maps.get(key)]
+    if len(keys) > _FEW_ROWS:
+        return None
+    settings = rows[:, old.switches]
+    hit = np.zeros(len(rows), dtype=bool)
+    for key in keys:
+        hit |= (settings == np.array(key)).all(axis=1)
+    return np.nonzero(hit)[0]
 
 
 def _merge(
