@@ -44,6 +44,8 @@ _ANY = -7.0  # canonical code of a gene inert as a whole
 _BULK = 16
 # Fewer rows than this are canonicalised row by row (a vectorised look-up costs more).
 _FEW_ROWS = 48
+# A rule change of at most this many switch settings recomputes only the trials at those settings.
+_FEW_SETTINGS = 32
 
 
 class BinaryModel:
@@ -233,15 +235,21 @@ class BinaryModel:
             rule = self._rule(j)
             if rule == self._rules.get(j):
                 continue
+            at = _rows_to_redo(self._rules.get(j), rule, self._rows[:m])
             if rule is None:
                 del self._rules[j]
                 col = self._rows[:m, j]
             else:
                 self._rules[j] = rule
-                col = rule.column(self._rows[:m], j)
-            changed = np.nonzero(col != self._canon_rows[:m, j])[0]
+                col = rule.column(self._rows[:m] if at is None else self._rows[at], j)
+            if at is None:
+                changed = np.nonzero(col != self._canon_rows[:m, j])[0]
+                col_changed = col[changed]
+            else:
+                differs = col != self._canon_rows[at, j]
+                changed, col_changed = at[differs], col[differs]
             if len(changed):
-                self._canon_rows[changed, j] = col[changed]
+                self._canon_rows[changed, j] = col_changed
                 moved.update(changed.tolist())
         self._dirty.clear()
         for i in moved:
@@ -730,6 +738,28 @@ def _row_hashes(rows: np.ndarray) -> np.ndarray:
 def _weights(d: int) -> np.ndarray:
     """``d`` fixed random odd 64-bit weights (for hashes that are sums over columns)."""
     return np.random.default_rng(d).integers(0, 2**63, d, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+
+
+def _rows_to_redo(old: _GeneRule | None, new: _GeneRule | None, rows: np.ndarray) -> np.ndarray | None:
+    """The rows (ascending) whose canonical code of the gene can differ between rule ``old`` and
+    ``new``: those whose switch settings have other value classes in ``new``, when only value
+    classes of a few settings changed (the common case: one new inert pair merges two classes);
+    None: every row (new switches, a change of inertness as a whole, or many settings changed).
+    A rule with 14 switches has hundreds of settings, and recomputing its column over every
+    compiled trial on each such change was the cost that grew with the study."""
+    if old is None or new is None or old.switches != new.switches or not old.switches:
+        return None
+    a, b = old.whole, new.whole
+    if (a is None) != (b is None) or (a is not None and (a[0] != b[0] or a[2] != b[2] or not np.array_equal(a[1], b[1]))):
+        return None
+    keys = [key for key in old.maps.keys() | new.maps.keys() if old.maps.get(key) != new.maps.get(key)]
+    if len(keys) > _FEW_SETTINGS:
+        return None
+    settings = rows[:, old.switches]
+    hit = np.zeros(len(rows), dtype=bool)
+    for key in keys:
+        hit |= (settings == np.array(key)).all(axis=1)
+    return np.nonzero(hit)[0]
 
 
 def _merge(
