@@ -43,7 +43,7 @@ from ciq_optuna.space.files import find_space
 from ciq_optuna.space.search import Candidate, SearchSpace
 from ciq_optuna.store import add_to_store, check_store, picked_acf
 from ciq_optuna.study._optuna import storage_of, trial_id_of
-from ciq_optuna.study.budget import budget_status, gated_objective
+from ciq_optuna.study.budget import budget_status, cancel_left_waiting, gated_objective
 from ciq_optuna.study.leases import (
     MAX_TAKEN_AWAY,
     POLL_INTERVAL_S,
@@ -670,6 +670,8 @@ def _until_budget(study: optuna.Study, objective: Any, budget: int, jobs: int, c
     while True:
         status = budget_status(study)
         if status["done"] >= budget:
+            if status["waiting"]:
+                cancel_left_waiting(study)
             return
         free = budget - status["done"] - status["running"]
         if free <= 0:

@@ -49,6 +49,7 @@ from ciq_optuna.study.budget import (
     CANCELLED_ATTR,
     Objective,
     budget_status,
+    cancel_left_waiting,
     claims_slot,
     gated_objective,
     one_line,
@@ -241,6 +242,8 @@ def run_worker(
             status = budget_status(study)
             lost_since = None
             if budget is not None and status["done"] >= budget:
+                if status["waiting"]:
+                    cancel_left_waiting(study)
                 break
             free = (budget - status["done"] - status["running"]) if budget is not None else n_jobs
             if n_trials is not None:

@@ -84,6 +84,20 @@ def test_trial_beyond_the_budget_is_cancelled(tmp_path: Path) -> None:
         study.tell(t, 1.0)
 
 
+def test_a_retry_queued_after_the_budget_was_met_is_cancelled_not_left_waiting(tmp_path: Path) -> None:
+    # Optuna fails a dead worker's trial, then queues its retry; another worker may have taken
+    # the slot in between, so the retry is left over once the budget is met.
+    url, study = _study(tmp_path, 3)
+    run_worker(url, "s", default_path=tmp_path / "x.db")
+    study.enqueue_trial({"x": 7})  # the late retry
+    assert run_worker(url, "s", default_path=tmp_path / "x.db") == 0
+    states = [t.state for t in study.get_trials(deepcopy=False)]
+    assert TrialState.WAITING not in states
+    left = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.PRUNED]
+    assert len(left) == 1 and left[0].user_attrs[CANCELLED_ATTR] and left[0].params == {}
+    assert budget_status(study)["done"] == 3
+
+
 def test_missing_budget_and_unknown_kind(tmp_path: Path) -> None:
     url, _ = _study(tmp_path, None)
     with pytest.raises(CiqError, match="has no budget; give --n-trials or --timeout"):

@@ -131,6 +131,24 @@ def budget_status(study: optuna.Study) -> dict[str, int]:
     return counter.status(study.get_trials(deepcopy=False))
 
 
+def cancel_left_waiting(study: optuna.Study) -> int:
+    """Cancel the WAITING trials still queued once the study holds its whole budget; returns how many.
+
+    Optuna fails a dead worker's trial and then queues its retry: between the two steps another
+    worker may take the freed slot, and the retry is left over when the budget is met. Run later,
+    the gate would cancel it (the trials numbered before it hold the budget); cancelling it now
+    leaves no queued trial behind. Each is taken with ``study.ask`` (which takes a WAITING trial
+    first, atomically) and told PRUNED with :data:`CANCELLED_ATTR`, as the gate does.
+    """
+    cancelled = 0
+    for _ in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        trial = study.ask()
+        trial.set_user_attr(CANCELLED_ATTR, "queued after the budget was already met")
+        study.tell(trial, state=TrialState.PRUNED)
+        cancelled += 1
+    return cancelled
+
+
 def one_line(exc: BaseException) -> str:
     """``Type: first line of the message``: how a failure is recorded and reported."""
     text = str(exc).strip()
