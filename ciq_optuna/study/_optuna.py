@@ -981,7 +981,7 @@ def _check_distribution(
     """ValueError when the study already has parameter ``name`` with an incompatible distribution."""
     previous = conn.execute(conns.sql.distribution_of, {"tid": trial_id, "name": name}).scalar()
     if previous is not None:
-        distributions.check_distribution_compatibility(distributions.json_to_distribution(previous), dist)
+        distributions.check_distribution_compatibility(_distribution(previous), dist)
 
 
 def _upsert_attrs(conns: _Connections, conn: Any, model: Any, trial_id: int, attrs: dict[str, Any]) -> None:
