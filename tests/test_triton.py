@@ -7,7 +7,9 @@ reproduces the ACF's code hash through the run-time apply helper.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -192,13 +194,20 @@ def _run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
     return code, out, err
 
 
+def _contents(path: Path) -> list[str]:
+    """The database's contents as SQL: unlike the file's bytes, independent of when SQLite moves
+    committed pages from the write-ahead log into the file (on the last connection's close)."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return list(conn.iterdump())
+
+
 def test_cli_user_errors_leave_the_study_intact(
     workdir: Path, bad_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["tune", f"{bad_file}:copy_kernel", "--arch", "sm_80", "--minimize", "registers", "--trials", "6"]
     code, _, _ = _run_cli([*argv, "--quiet", "--no-screen"], capsys)
     assert code == 0
-    db = (workdir / "ciq-optuna.db").read_bytes()
+    db = _contents(workdir / "ciq-optuna.db")
     cases = [
         (f"{bad_file}:fp8_dot_kernel", "sm_80", "does not compile"),  # a kernel the target cannot run
         (f"{bad_file}:copy_kernel", "sm_90", "use --arch sm_90a"),
@@ -209,7 +218,7 @@ def test_cli_user_errors_leave_the_study_intact(
         code, _, err = _run_cli(["tune", ref, "--arch", arch, "--minimize", "registers", "--quiet"], capsys)
         assert code == 2, err
         assert err.startswith("ciq-optuna: error: ") and message in err and err.count("\n") == 1, err
-    assert (workdir / "ciq-optuna.db").read_bytes() == db
+    assert _contents(workdir / "ciq-optuna.db") == db
     study = optuna.load_study(
         study_name="copy_kernel-sm_80-ptxas12.9-registers", storage="sqlite:///ciq-optuna.db"
     )
