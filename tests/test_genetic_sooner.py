@@ -36,6 +36,7 @@ def test_stall_window_counts_trials_since_the_last_improvement() -> None:
     # improvements at trials 0, 1, 2; trials 3-5 are worse (pool 4: generation 1 starts at trial 4)
     trials = [(4, "z", 9.0), (3, "z", 8.0), (2, "x", 1.0), (0, "y", 5.0), (1, "z", 6.0), (4, "y", 7.0)]
     sampler = GeneticSampler(pool_size=4, seed=0)
+    sampler._ls_window = 0.0
     _study(sampler, trials)
     assert sampler._last_improvement() == 2
     assert sampler._ls_stalled(6, 4, 0) == 0  # off: whole generations only
@@ -50,6 +51,7 @@ def test_two_gene_moves_come_in_half_the_turns_once_the_neighbourhood_is_half_do
     trials = [(2, "x", 0.0), (0, "x", 3.0), (1, "x", 3.0), (3, "x", 3.0), (0, "z", 4.0)]
     sampler = GeneticSampler(pool_size=4, survivors=3, seed=0)
     _study(sampler, trials)
+    sampler._ls_two = 0.0
     one = _local(sampler, 2)
     assert one and all(a == 2 or b == "x" for a, b in one)  # off: one-gene moves first
     sampler._ls_two = 0.5

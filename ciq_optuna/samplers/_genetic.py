@@ -96,7 +96,7 @@ _LS_REPAIR = 1
 # trial's one-gene neighbourhood has been evaluated, half of the local-search trials (by trial
 # number) take its two-gene moves first.
 _LS_WINDOW = 0.0
-_LS_TWO = 0.0
+_LS_TWO = 0.5
 # Binary-aware search: share of predicted repeats compiled anyway, so a wrong prediction is caught.
 _CHECK_RATE = 0.1
 # ... and of those that stretch an inertness to a context not seen yet (BinaryModel.predict).
