@@ -161,7 +161,9 @@ class GeneticSampler(BaseGASampler):
 
     Local search: once a whole generation brought no improvement, every second trial (until a
     restart begins) is an unseen neighbour of the best trial: first those one gene away, then
-    those two genes away (genes that only work when changed together): first the pairs that hold
+    those two genes away (genes that only work when changed together; once half of the one-gene
+    neighbourhood is evaluated, half of the local-search trials, by trial number, take the
+    two-gene moves already, so a trap two genes from a better basin is left sooner): first the pairs that hold
     a one-gene move that failed (the failing change with one that may repair it, see
     ``_repair.py``), of those the 32 most typical of
     the best trials by the value statistics compared by the nearest-neighbour pick; neighbours
@@ -905,7 +907,9 @@ class GeneticSampler(BaseGASampler):
         order), leaving out those likelier to fail than ``_ls_risk`` and than the trial they
         come from; None when every survivor's neighbourhood is done.  On a small discrete space
         this walks the neighbourhood of the best trial, which the random children may miss for
-        hundreds of trials."""
+        hundreds of trials.  With ``_ls_two``, once that share of a trial's one-gene neighbourhood
+        is in the study, trial numbers ``number`` spread evenly over half of the turns take its
+        two-gene moves first."""
         d = len(self._names)
         survivors = self._elite(order)[: self._ls_survivors]
         two_turn = self._ls_two > 0 and self._ls_depth >= 2 and (number * _GOLDEN) % 1.0 < 0.5
