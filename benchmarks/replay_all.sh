@@ -57,6 +57,7 @@ $run run --out $R/replay_so_two.jsonl.gz --samplers genetic --seeds 50 --budget 
 python benchmarks/replay.py report --results "$R/replay_so.jsonl.gz#random,tpe,tpe_indep,nsga2,qmc,qmc_default" \
   "$R/replay_so_repair.jsonl.gz@before" $R/replay_so_two.jsonl.gz
 $run timing --dataset gemm_RTX_3090 --samplers 'genetic,genetic:ls2=0,nsga2' --trials 1000 --repeat 3 --out $R/timing_two.jsonl
+$run run --out $R/replay_tuning_r5c.jsonl.gz --seed0 200 --seeds 40 --budget 400 --jobs 2 --samplers 'genetic:g0b=0.25,genetic:g0b=0.25+g0s=1'
 python benchmarks/replay.py report --results "$R/replay_so.jsonl.gz#random,tpe,tpe_indep,nsga2,qmc,qmc_default" \
   "$R/replay_so_restarts.jsonl.gz#genetic:stall=3+epoch=4+explore=0.25+eglobal=0.75" $R/replay_so_surrogate.jsonl.gz
 $run timing --dataset gemm_RTX_3090 --samplers genetic,nsga2,random,tpe --trials 1000 --repeat 3 --out $R/timing_surrogate.jsonl
