@@ -177,6 +177,8 @@ GENETIC_KNOBS = {
     "g0s": "_g0_sobol",
     "g0b": "_g0_breed",
     "lsfix": "_ls_repair",
+    "lsw": "_ls_window",
+    "ls2": "_ls_two",
 }
 
 

@@ -28,6 +28,8 @@ $run run --out $R/replay_so_local.jsonl.gz --samplers genetic --seeds 50 --budge
 python benchmarks/replay.py report --results "$R/replay_so.jsonl.gz#random,tpe,tpe_indep,nsga2,qmc,qmc_default" \
   "$R/replay_so_surrogate.jsonl.gz@before" $R/replay_so_local.jsonl.gz
 $run timing --dataset gemm_RTX_3090 --samplers 'genetic,genetic:lss=0,nsga2' --trials 1000 --repeat 3 --out $R/timing_local.jsonl
+# (since the fifth round, two-gene moves sooner: the fourth round's genetic rows below need ls2=0 in front,
+# e.g. 'genetic:ls2=0+lsfix=0'; the third round's rows with P are unaffected: no local search)
 # issue 10, fourth round (Sobol generation 0, breeding inside generation 0, repair moves); the tuning rows were
 # made while the repair moves were off by default: lsfix=0 in front restores that
 $run run --out $R/replay_tuning_start.jsonl.gz --seed0 100 --seeds 20 --budget 400 --jobs 2 --samplers \
@@ -46,6 +48,16 @@ $run run --out $R/replay_so_repair.jsonl.gz --samplers genetic --seeds 50 --budg
 python benchmarks/replay.py report --results "$R/replay_so.jsonl.gz#random,tpe,tpe_indep,nsga2,qmc,qmc_default" \
   "$R/replay_so_local.jsonl.gz@before" $R/replay_so_repair.jsonl.gz
 $run timing --dataset gemm_RTX_3090 --samplers 'genetic,genetic:lsfix=0,nsga2' --trials 1000 --repeat 3 --out $R/timing_repair.jsonl
+# fifth round: two-gene moves sooner (ls2; `genetic:ls2=0` is the fourth round's default, named `genetic` in the tuning files)
+$run run --out $R/replay_tuning_r5a.jsonl.gz --seed0 200 --seeds 40 --budget 400 --jobs 2 --samplers \
+  'genetic:ls2=0,genetic:ls2=0+lsw=0.5,genetic:ls2=0+lsw=1.0,genetic:ls2=0.5,genetic:ls2=0.25,genetic:lsw=0.5+ls2=0.5,genetic:ls2=0+lsfix=2'
+$run run --out $R/replay_tuning_r5b.jsonl.gz --seed0 240 --seeds 60 --budget 400 --jobs 2 --samplers 'genetic:ls2=0,genetic:ls2=0.5,genetic:ls2=0+lsfix=2'
+python benchmarks/replay.py report --results $R/replay_tuning_r5b.jsonl.gz --loo 'genetic;genetic:ls2=0.5;genetic:lsfix=2'
+$run run --out $R/replay_so_two.jsonl.gz --samplers genetic --seeds 50 --budget 400 --jobs 2
+python benchmarks/replay.py report --results "$R/replay_so.jsonl.gz#random,tpe,tpe_indep,nsga2,qmc,qmc_default" \
+  "$R/replay_so_repair.jsonl.gz@before" $R/replay_so_two.jsonl.gz
+$run timing --dataset gemm_RTX_3090 --samplers 'genetic,genetic:ls2=0,nsga2' --trials 1000 --repeat 3 --out $R/timing_two.jsonl
+$run run --out $R/replay_tuning_r5c.jsonl.gz --seed0 200 --seeds 40 --budget 400 --jobs 2 --samplers 'genetic:g0b=0.25,genetic:g0b=0.25+g0s=1'
 python benchmarks/replay.py report --results "$R/replay_so.jsonl.gz#random,tpe,tpe_indep,nsga2,qmc,qmc_default" \
   "$R/replay_so_restarts.jsonl.gz#genetic:stall=3+epoch=4+explore=0.25+eglobal=0.75" $R/replay_so_surrogate.jsonl.gz
 $run timing --dataset gemm_RTX_3090 --samplers genetic,nsga2,random,tpe --trials 1000 --repeat 3 --out $R/timing_surrogate.jsonl

@@ -91,6 +91,12 @@ _G0_BREED = 0.0
 # Local search: two-gene moves holding a one-gene move that failed are taken first (_repair.py);
 # 2: only those whose other one-gene move is complete.
 _LS_REPAIR = 1
+# Local search, sooner (0: off): stalled once more than _LS_WINDOW * pool_size trials were numbered
+# since the last improvement (not only after _LS_GENS whole generations); once a share _LS_TWO of a
+# trial's one-gene neighbourhood has been evaluated, half of the local-search trials (by trial
+# number) take its two-gene moves first.
+_LS_WINDOW = 0.0
+_LS_TWO = 0.5
 # Binary-aware search: share of predicted repeats compiled anyway, so a wrong prediction is caught.
 _CHECK_RATE = 0.1
 # ... and of those that stretch an inertness to a context not seen yet (BinaryModel.predict).
@@ -155,7 +161,9 @@ class GeneticSampler(BaseGASampler):
 
     Local search: once a whole generation brought no improvement, every second trial (until a
     restart begins) is an unseen neighbour of the best trial: first those one gene away, then
-    those two genes away (genes that only work when changed together): first the pairs that hold
+    those two genes away (genes that only work when changed together; once half of the one-gene
+    neighbourhood is evaluated, half of the local-search trials, by trial number, take the
+    two-gene moves already, so a trap two genes from a better basin is left sooner): first the pairs that hold
     a one-gene move that failed (the failing change with one that may repair it, see
     ``_repair.py``), of those the 32 most typical of
     the best trials by the value statistics compared by the nearest-neighbour pick; neighbours
@@ -261,6 +269,8 @@ class GeneticSampler(BaseGASampler):
         self._g0_sobol = _G0_SOBOL
         self._g0_breed = _G0_BREED
         self._ls_repair = _LS_REPAIR
+        self._ls_window = _LS_WINDOW
+        self._ls_two = _LS_TWO
         self._sobol = SobolStart(seed)
         self._child_batches: dict[tuple, list] = {}
         self._counts: ValueCounts | None = None
@@ -818,8 +828,8 @@ class GeneticSampler(BaseGASampler):
                 parents = order[self._num[order] >= start * pool_size]
                 explore = len(parents) < 2
         ls_now = start is None or self._ls_restart == 1 or (self._ls_restart == 2 and parents is order)
-        if evolve and not fixed and not explore and ls_now and self._local_turn(number, stalled):
-            local = self._local(order, taken)
+        if evolve and not fixed and not explore and ls_now and self._local_turn(number, self._ls_stalled(number, pool_size, stalled)):
+            local = self._local(order, taken, number)
             if local is not None:
                 guess = self._binaries.predict(local) if self._binaries.active else [None] * len(local)
                 new = [i for i, p in enumerate(guess) if p is None]
@@ -884,35 +894,57 @@ class GeneticSampler(BaseGASampler):
         share = self._ls_stall if stalled >= self._ls_gens else self._ls_share
         return share > 0 and math.floor((number + 1) * share) > math.floor(number * share)
 
-    def _local(self, order: np.ndarray, taken: _Taken) -> np.ndarray | None:
+    def _ls_stalled(self, number: int, pool_size: int, stalled: int) -> int:
+        """Whole generations without improvement as the local search counts them: with
+        ``_ls_window``, at least ``_ls_gens`` once more than ``_ls_window * pool_size`` trials were
+        numbered since the last improvement (from trial numbers and values: every worker agrees)."""
+        if self._ls_window > 0 and number - self._last_improvement() > self._ls_window * pool_size:
+            return max(stalled, self._ls_gens)
+        return stalled
+
+    def _local(self, order: np.ndarray, taken: _Taken, number: int = 0) -> np.ndarray | None:
         """Unseen one-gene neighbours of the best trial, else of the next survivor (in elite
         order), leaving out those likelier to fail than ``_ls_risk`` and than the trial they
         come from; None when every survivor's neighbourhood is done.  On a small discrete space
         this walks the neighbourhood of the best trial, which the random children may miss for
-        hundreds of trials."""
+        hundreds of trials.  With ``_ls_two``, once that share of a trial's one-gene neighbourhood
+        is in the study, trial numbers ``number`` spread evenly over half of the turns take its
+        two-gene moves first."""
         d = len(self._names)
         survivors = self._elite(order)[: self._ls_survivors]
+        two_turn = self._ls_two > 0 and self._ls_depth >= 2 and (number * _GOLDEN) % 1.0 < 0.5
         for r, depth in itertools.product(survivors, range(1, self._ls_depth + 1)):
             row = self._x[r, :d]
-            cands = self._neighbours(row, depth)
-            for j in self._snap_cols:
-                cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
-            cands = self._project(cands)
-            new = _unseen(_keys(cands, self._integral(d)), taken, set())
-            if not new:
-                continue
-            cands = cands[new]
-            cands = cands[self._fail_risk(cands) <= max(self._ls_risk, float(self._fail_risk(row[None, :])[0]))]
-            if depth == 2 and self._ls_repair:
-                failed = self._failed_keys()
-                ok = taken.finished - failed if self._ls_repair == 2 else None
-                fix = repairs(row, cands, failed, lambda m: _keys(self._project(m)), ok)
-                cands = cands[fix] if fix.any() else cands
-            if len(cands) > self._ls_keep:  # the nearest-neighbour pick compares the most typical ones
-                cands = cands[np.argsort(self._value_counts(order).score(cands), kind="stable")[: self._ls_keep]]
+            cands, done = self._local_moves(row, depth, order, taken)
+            if depth == 1 and two_turn and done >= self._ls_two:
+                two, _ = self._local_moves(row, 2, order, taken)
+                cands = two if len(two) else cands
             if len(cands):
                 return cands
         return None
+
+    def _local_moves(self, row: np.ndarray, depth: int, order: np.ndarray, taken: _Taken) -> tuple[np.ndarray, float]:
+        """The unseen ``depth``-gene neighbours of ``row`` that local search may take (see
+        :meth:`_local`), and the share of its neighbourhood already in the study."""
+        d = len(self._names)
+        cands = self._neighbours(row, depth)
+        for j in self._snap_cols:
+            cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
+        cands = self._project(cands)
+        new = _unseen(_keys(cands, self._integral(d)), taken, set())
+        done = 1.0 - len(new) / len(cands) if len(cands) else 1.0
+        if not new:
+            return cands[:0], done
+        cands = cands[new]
+        cands = cands[self._fail_risk(cands) <= max(self._ls_risk, float(self._fail_risk(row[None, :])[0]))]
+        if depth == 2 and self._ls_repair:
+            failed = self._failed_keys()
+            ok = taken.finished - failed if self._ls_repair == 2 else None
+            fix = repairs(row, cands, failed, lambda m: _keys(self._project(m)), ok)
+            cands = cands[fix] if fix.any() else cands
+        if len(cands) > self._ls_keep:  # the nearest-neighbour pick compares the most typical ones
+            cands = cands[np.argsort(self._value_counts(order).score(cands), kind="stable")[: self._ls_keep]]
+        return cands, done
 
     def _neighbours(self, row: np.ndarray, depth: int) -> np.ndarray:
         """:func:`neighbours` of a genome, kept while that draws no random numbers (the result
@@ -1298,6 +1330,7 @@ class _Activation:
 
 _KINDS = {"ord": 0, "cat": 1, "cont": 2}
 _MAX_TABLE = 4096
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0  # spreads a share evenly over any run of trial numbers
 
 
 def _unseen(keys: list[bytes], taken: _Taken, seen: set[bytes], as_run: list[bytes] | None = None) -> list[int]:
