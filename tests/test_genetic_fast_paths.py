@@ -85,3 +85,18 @@ def test_niche_elite_and_failure_risk_equal_their_formulas() -> None:
                 rates.append((np.sum(same & failed) + 2.0 * prior) / (np.sum(same) + 2.0))
         want.append(max(rates))
     assert np.allclose(sampler._fail_risk(cands), want, rtol=0, atol=1e-12)
+
+
+def test_window_knob_sizes_the_distance_table_and_the_exploration() -> None:
+    """``_window`` governs the compared rows, the distance table (4x) and the rows a restart's
+    explorers are measured against (4x)."""
+    sampler = GeneticSampler(pool_size=8, seed=1)
+    sampler._window = 10
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(_objective, n_trials=80, catch=(ValueError,))
+    assert sampler._row_distances.window == 40
+    seen = []
+    real = sampler._distances
+    sampler._distances = lambda cands, idx, run_from=None: seen.append(idx.copy()) or real(cands, idx, run_from)
+    sampler._explore_pick(sampler._random_genomes(5), sampler._order())
+    assert seen[-1].tolist() == list(range(sampler._n - 40, sampler._n))

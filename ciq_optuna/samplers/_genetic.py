@@ -45,7 +45,7 @@ _N_CANDIDATES = 64
 _CLAIM_TRIES = 8
 _MIN_FRESH = 6
 _NICHE_RADIUS = 1.0
-_SURROGATE_WINDOW = 256
+_SURROGATE_WINDOW = 256  # default _window: rows the pick compares with (x4: distance table, explorers)
 _ENUMERATE_LIMIT = 200_000
 # Stagnation (see GeneticSampler.stagnation): a restart after this many whole generations
 # without improvement, then a new restart every _EPOCH_GENS generations while none comes.
@@ -327,7 +327,7 @@ class GeneticSampler(BaseGASampler):
         self._integral_d: tuple[int, bool] = (-1, False)
         self._neighbourhoods: dict[tuple, np.ndarray] = {}
         self._pairs: tuple[int, np.ndarray, np.ndarray | None] = (-1, np.empty(0, dtype=np.int64), None)
-        self._row_distances = RowDistances(4 * _SURROGATE_WINDOW)
+        self._row_distances = RowDistances(4 * self._window)
         self._failed_cache: tuple[int, set[bytes]] = (-1, set())
 
     def _gene_for(self, name: str, dist: BaseDistribution) -> None:
@@ -663,7 +663,7 @@ class GeneticSampler(BaseGASampler):
             novel = (1.0 - self._value_counts(order).rarity(cands)) * (1.0 - self._fail_risk(cands))
             best = np.argsort(-novel, kind="stable")[:16]
             return int(best[self._explore_pick(cands[best], order)])
-        idx = np.arange(max(0, n - 4 * _SURROGATE_WINDOW), n)
+        idx = np.arange(max(0, n - 4 * self._window), n)
         near = self._distances(cands, idx, 0).min(axis=1) if len(idx) else np.ones(len(cands))
         score = near * (1.0 - self._fail_risk(cands))
         return int(np.argmax(score + self._rng.uniform(0.0, 1e-6, len(score))))
