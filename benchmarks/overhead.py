@@ -26,8 +26,9 @@ time, which moves less: the tune process's own CPU per trial (a run of ``--chunk
 run of one, over ``--chunk`` - 1: start-up, the sampler's first read of the study and ACF writing
 cancel out; ptxas runs in a child and is not in it) and ptxas's CPU per compile
 (``RUSAGE_CHILDREN``). The column "between trial starts" measures the same without a subtraction:
-the process's CPU from the creation of the run's first trial to that of its last, over the trials
-in between (start-up, the first read of the study and the final summaries are outside it; a
+the process's CPU from the creation of the run's second trial to that of its last, over the
+trials in between (start-up, the sampler's first read of the study in the first trial and the
+final summaries are outside it; a
 subtraction of two runs that each read a 5,000-trial study once leaves that read's noise over
 ``--chunk`` - 1 in the first column). Framework waits (fsync, database round trips to a server process) show
 only in the wall-clock columns.
@@ -214,7 +215,7 @@ def measure(
         tune_s: list[float] = []
         ptxas_s: list[float] = []
         tune_cpu: list[float] = []
-        between: list[float] = []  # CPU from the run's first trial start to its last, per trial
+        between: list[float] = []  # CPU from the run's second trial start to its last, per trial
         framework_cpu: list[float] = []
         ptxas_cpu: list[float] = []
         parts: collections.Counter[str] = collections.Counter()
@@ -232,7 +233,9 @@ def measure(
                 study = tune(_config(total + 1 + chunk, workdir), storage=storage).study
                 c2 = time.process_time()
             tune_cpu.append(((c2 - c1) - (c1 - c0)) / (chunk - 1))
-            between.append((starts_cpu[-1] - starts_cpu[0]) / (len(starts_cpu) - 1))
+            # from the second trial on: the sampler reads the study for the first time in the
+            # first trial's before_trial, after its creation
+            between.append((starts_cpu[-1] - starts_cpu[1]) / (len(starts_cpu) - 2))
             if profile:
                 ms_per_sample = 1000 * (c2 - c1) / max(many.samples, 1)
                 outside = 0.0
