@@ -276,7 +276,7 @@ class _Beater:
                         return
                     nxt = min([*self._due.values(), *self._flush_due.values()], default=now + BEATER_IDLE_S)
                     self._wake_at = nxt
-                    self._cond.wait(max(nxt - now, 0.0) + 0.001)
+                    self._cond.wait(min(max(nxt - now, 0.0) + 0.001, BEATER_IDLE_S))
                     self._wake_at = -1.0
                     continue
                 interval = self._interval() or 0.0
