@@ -25,7 +25,12 @@ The machine may be shared: wall-clock medians move with its load, so the table a
 time, which moves less: the tune process's own CPU per trial (a run of ``--chunk`` trials minus a
 run of one, over ``--chunk`` - 1: start-up, the sampler's first read of the study and ACF writing
 cancel out; ptxas runs in a child and is not in it) and ptxas's CPU per compile
-(``RUSAGE_CHILDREN``). Framework waits (fsync, database round trips to a server process) show
+(``RUSAGE_CHILDREN``). The column "between trial starts" measures the same without a subtraction:
+the process's CPU from the creation of the run's second trial to that of its last, over the
+trials in between (start-up, the sampler's first read of the study in the first trial and the
+final summaries are outside it; a
+subtraction of two runs that each read a 5,000-trial study once leaves that read's noise over
+``--chunk`` - 1 in the first column). Framework waits (fsync, database round trips to a server process) show
 only in the wall-clock columns.
 
 ``--profile`` also samples the tune process's CPU (``ITIMER_PROF``) during both runs and prints,
@@ -40,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import logging
 import os
 import resource
@@ -192,9 +198,9 @@ def measure(
     fill: Path,
     profile: bool,
 ) -> Iterator:
-    """(size, median tune s/trial, median ptxas s, tune CPU s/trial, of which outside samplers/
-    (None without ``profile``), ptxas CPU s, n, profile) for one storage, one tuple per size as
-    soon as it is measured."""
+    """(size, median tune s/trial, median ptxas s, tune CPU s/trial, the same between trial
+    starts, of which outside samplers/ (None without ``profile``), ptxas CPU s, n, profile) for one
+    storage, one tuple per size as soon as it is measured."""
     storage = make()
     workdir = Path(tempfile.mkdtemp(prefix="wd-", dir=work))
     _, objective = prepare(_config(1, workdir))
@@ -209,6 +215,7 @@ def measure(
         tune_s: list[float] = []
         ptxas_s: list[float] = []
         tune_cpu: list[float] = []
+        between: list[float] = []  # CPU from the run's second trial start to its last, per trial
         framework_cpu: list[float] = []
         ptxas_cpu: list[float] = []
         parts: collections.Counter[str] = collections.Counter()
@@ -221,11 +228,14 @@ def measure(
                 c0 = time.process_time()
                 tune(_config(total + 1, workdir), storage=storage)
                 c1 = time.process_time()
-            with many if profile else _nothing():
+            with many if profile else _nothing(), _trial_starts(storage) as starts_cpu:
                 c1 = time.process_time()
                 study = tune(_config(total + 1 + chunk, workdir), storage=storage).study
                 c2 = time.process_time()
             tune_cpu.append(((c2 - c1) - (c1 - c0)) / (chunk - 1))
+            # from the second trial on: the sampler reads the study for the first time in the
+            # first trial's before_trial, after its creation
+            between.append((starts_cpu[-1] - starts_cpu[1]) / (len(starts_cpu) - 2))
             if profile:
                 ms_per_sample = 1000 * (c2 - c1) / max(many.samples, 1)
                 outside = 0.0
@@ -253,11 +263,29 @@ def measure(
             statistics.median(tune_s),
             statistics.median(ptxas_s),
             statistics.median(tune_cpu),
+            statistics.median(between),
             statistics.median(framework_cpu) if framework_cpu else None,
             statistics.median(ptxas_cpu),
             len(tune_s),
             {part: ms / chunks for part, ms in parts.items()},
         )
+
+
+@contextlib.contextmanager
+def _trial_starts(storage: object) -> Iterator[list[float]]:
+    """This process's CPU time at each trial's creation in the storage, during the block."""
+    starts: list[float] = []
+    create = storage.create_new_trial  # type: ignore[attr-defined]
+
+    def timed(*args: object, **kwargs: object) -> int:
+        starts.append(time.process_time())
+        return create(*args, **kwargs)
+
+    storage.create_new_trial = timed  # type: ignore[attr-defined]
+    try:
+        yield starts
+    finally:
+        del storage.create_new_trial  # type: ignore[attr-defined]
 
 
 class _nothing:
@@ -317,19 +345,19 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f}")
     print(
         "| storage | trials in study | tune s/trial | ptxas alone s | overhead ms/trial | tune / ptxas "
-        "| tune CPU ms/trial (this process) | of which outside samplers/ | ptxas CPU ms | n |"
+        "| tune CPU ms/trial (this process) | between trial starts | of which outside samplers/ | ptxas CPU ms | n |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     try:
         for key, (name, make) in storages.items():
             if args.only and key not in args.only:
                 continue
-            for size, t, p, tc, fc, pc, n, parts in measure(
+            for size, t, p, tc, bc, fc, pc, n, parts in measure(
                 make, args.sizes, args.chunks, args.chunk, work, fill, args.profile
             ):
                 print(
                     f"| {name} | {size} | {t:.3f} | {p:.3f} | {1000 * (t - p):.0f} | {t / p:.2f} "
-                    f"| {1000 * tc:.1f} | {'-' if fc is None else f'{1000 * fc:.1f}'} | {1000 * pc:.1f} | {n} |",
+                    f"| {1000 * tc:.1f} | {1000 * bc:.1f} | {'-' if fc is None else f'{1000 * fc:.1f}'} | {1000 * pc:.1f} | {n} |",
                     flush=True,
                 )
                 if parts:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -371,3 +372,81 @@ def test_another_storages_running_trial_is_seen_with_its_later_changes(database:
     assert s1.get_trials(deepcopy=False)[mine.number].state == TrialState.RUNNING
     two.backend.set_trial_state_values(mine._trial_id, TrialState.FAIL)  # failed as stale elsewhere
     assert s1.get_trials(deepcopy=False)[mine.number].state == TrialState.FAIL
+
+
+def test_trials_are_held_on_one_heartbeat_thread_of_their_storage(tmp_path: Path) -> None:
+    """Optuna's trial loop holds each trial on its BatchedStorage's beater thread (through the
+    name it calls, replaced in ciq_optuna.study._optuna) instead of starting a heartbeat thread:
+    no thread per trial, and a trial that runs longer than the interval still has its heartbeat
+    renewed and its parameter written meanwhile. Other storages keep Optuna's thread."""
+    import sqlalchemy
+    from optuna.storages._heartbeat import HeartbeatThread
+
+    from ciq_optuna.study._optuna import get_heartbeat_thread
+
+    db = tmp_path / "h.db"
+    storage = resolve_storage(None, default_path=db, heartbeat_interval=1, grace_period=3)
+    study = optuna.create_study(storage=storage, study_name="s")
+    plain = sqlalchemy.create_engine(f"sqlite:///{db}")
+    seen = []
+
+    def beat_and_params(trial_id: int) -> tuple[str, int]:
+        with plain.connect() as conn:
+            beat = conn.execute(sqlalchemy.text(f"SELECT heartbeat FROM trial_heartbeats WHERE trial_id = {trial_id}"))
+            params = conn.execute(sqlalchemy.text(f"SELECT count(*) FROM trial_params WHERE trial_id = {trial_id}"))
+            return str(beat.scalar()), params.scalar()
+
+    def objective(trial: optuna.Trial) -> float:
+        x = trial.suggest_int("x", 0, 9)
+        names = [t.name for t in threading.enumerate()]
+        seen.append((dict(storage._beater._held), names))
+        if trial.number == 2:  # longer than two heartbeat intervals
+            first = beat_and_params(trial._trial_id)
+            time.sleep(2.6)
+            seen.append((first, beat_and_params(trial._trial_id)))
+        return float(x)
+
+    study.optimize(objective, n_trials=4)
+    trial_ids = [t._trial_id for t in study.trials]
+    for i in (0, 1, 3):
+        held, names = seen[i + (i == 3)]
+        assert held == {trial_ids[i]: 1}, held  # Optuna's hold; the lease's ended with the planning
+        assert "ciq-optuna-heartbeats" in names and not any("_record_heartbeat" in n for n in names), names
+    (beat0, params0), (beat1, params1) = seen[3]
+    assert beat1 > beat0 and params1 == 1, seen[3]  # renewed; the parameter written before the end
+    assert storage._beater._held == {}
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 4
+    rdb = optuna.storages.RDBStorage(f"sqlite:///{db}", heartbeat_interval=1)
+    assert isinstance(get_heartbeat_thread(trial_ids[0], rdb), HeartbeatThread)
+
+
+def test_a_read_of_an_unchanged_sqlite_study_runs_no_statement(tmp_path: Path) -> None:
+    """SQLite: when no other connection committed since the last read of the study (PRAGMA
+    data_version), reading it again, or looking for WAITING trials, runs no SQL statement; what
+    another process commits is seen at the next read."""
+    import sqlalchemy
+
+    db = tmp_path / "v.db"
+    one = resolve_storage(None, default_path=db, heartbeat_interval=None)
+    two = resolve_storage(None, default_path=db, heartbeat_interval=None)
+    s1 = optuna.create_study(storage=one, study_name="s")
+    s1.optimize(_objective, n_trials=3, catch=(ValueError,))
+    statements: list[str] = []
+    sqlalchemy.event.listen(one.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    s1.get_trials(deepcopy=False)
+    statements.clear()
+    for _ in range(3):
+        assert len(s1.get_trials(deepcopy=False)) == 3
+        assert one.get_all_trials(s1._study_id, deepcopy=False, states=(TrialState.WAITING,)) == []
+    assert statements == []
+    s2 = optuna.load_study(storage=two, study_name="s")
+    s2.enqueue_trial({"x": 3})
+    assert [t.state for t in s1.get_trials(deepcopy=False)][-1] == TrialState.WAITING
+    assert statements  # read for real
+    trial = s1.ask()  # and run by this process
+    assert trial.suggest_int("x", 0, 50) == 3
+    s1.tell(trial, 1.0)
+    running = s2.ask()
+    assert [t.state for t in s1.get_trials(deepcopy=False)][-2:] == [TrialState.COMPLETE, TrialState.RUNNING]
+    s2.tell(running, 2.0)
+    assert s1.get_trials(deepcopy=False)[-1].state == TrialState.COMPLETE

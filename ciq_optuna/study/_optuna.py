@@ -13,7 +13,10 @@ trial it moved to RUNNING):
 - A new trial is created in one transaction of plain SQL statements (the rows and numbering of
   ``RDBStorage._create_new_trial``, without its ORM objects) together with its first heartbeat
   (on PostgreSQL in the insert's statement itself); a heartbeat asked for again within
-  ``BEAT_AGAIN_S`` (the two heartbeat threads a trial starts right away) is not written.
+  ``BEAT_AGAIN_S`` (the lease and Optuna's heartbeat both start right away) is not written.
+- The heartbeats of all trials this process runs are renewed by one thread per storage
+  (:class:`_Beater`), not a thread per trial (Optuna's) plus one for its lease: Optuna's trial
+  loop gets :func:`get_heartbeat_thread`, which holds the trial on that thread.
 
 - Parameters and user/system attributes are kept in memory and written with the final state and
   values in ONE transaction: about 35 commits per trial become one. A finished trial is therefore
@@ -48,6 +51,7 @@ import os
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -55,9 +59,11 @@ import optuna
 from optuna import distributions
 from optuna.storages import RDBStorage
 from optuna.storages._cached_storage import _CachedStorage, _StudyInfo
-from optuna.storages._heartbeat import get_heartbeat_thread
+from optuna.storages._heartbeat import BaseHeartbeatThread
+from optuna.storages._heartbeat import get_heartbeat_thread as _optuna_heartbeat_thread
 from optuna.storages._rdb import models
 from optuna.storages._rdb.storage import _create_scoped_session
+from optuna.study import _optimize as _optimize_module
 from optuna.study._frozen import FrozenStudy
 from optuna.trial import FrozenTrial, TrialState
 
@@ -126,6 +132,8 @@ PRIVATE_NAMES = (
     "optuna.storages._rdb.models.TrialIntermediateValueModel.stored_repr_to_intermediate_value",
     "optuna.storages._rdb.models.TrialIntermediateValueModel.TrialIntermediateValueType",
     "optuna.storages._heartbeat.get_heartbeat_thread",
+    "optuna.storages._heartbeat.BaseHeartbeatThread",
+    "optuna.study._optimize.get_heartbeat_thread",
     "optuna.storages._rdb.models.TrialModel",
     "optuna.storages._rdb.models.TrialHeartbeatModel",
     "optuna.storages._rdb.storage._create_scoped_session",
@@ -171,6 +179,145 @@ class _Open:
         self.system_attrs = {**rows.system_attrs, **self.system_attrs}
 
 
+#: Seconds the beater thread of a storage waits with nothing to do before it ends (the next trial
+#: of a ``tune`` registers within milliseconds; a storage left alone does not keep a thread).
+BEATER_IDLE_S = 30.0
+
+
+class _Beater:
+    """One thread per storage (and process) that renews the heartbeats of every trial this process
+    runs and writes a trial's first rows ``FLUSH_DELAY`` after its first parameter.
+
+    Optuna starts a heartbeat thread per trial (and ciq-optuna's lease a second one while the
+    trial is planned, plus a timer for the first rows): three thread starts and joins per trial,
+    ~0.5 ms of CPU. Here a trial is registered instead (:meth:`hold`, :meth:`release`; nested
+    holds count) and this thread records its heartbeat every ``heartbeat_interval`` seconds while
+    it is held, exactly as a heartbeat thread would: the first at once unless one was recorded
+    less than ``BEAT_AGAIN_S`` ago. :meth:`release` of the last hold waits for a heartbeat in
+    flight, as joining Optuna's thread does. The thread ends when nothing was held for
+    ``BEATER_IDLE_S`` seconds or its storage is gone, and is started again when needed (also in a
+    forked child, where the parent's thread does not exist).
+    """
+
+    def __init__(self, storage: BatchedStorage) -> None:
+        self._storage = weakref.ref(storage)
+        self._cond = threading.Condition()
+        self._held: dict[int, int] = {}  # trial id -> number of holds
+        self._due: dict[int, float] = {}  # trial id -> monotonic time of its next heartbeat
+        self._flush_due: dict[int, float] = {}  # trial id -> monotonic time to write its rows
+        self._busy: set[int] = set()  # trial ids whose heartbeat is being recorded now
+        self._wake_at = -1.0  # when the thread wakes next (-1: no thread waiting)
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def hold(self, trial_id: int, last_beat: float | None) -> None:
+        """Renew trial ``trial_id``'s heartbeat until the matching :meth:`release`."""
+        with self._cond:
+            count = self._held.get(trial_id, 0)
+            self._held[trial_id] = count + 1
+            if count == 0:
+                soon = time.monotonic()
+                if last_beat is not None and soon - last_beat < BEAT_AGAIN_S:
+                    interval = self._interval()
+                    soon = last_beat + interval if interval else soon
+                self._due[trial_id] = soon
+                self._wake(soon)
+
+    def release(self, trial_id: int) -> None:
+        """End one hold of ``trial_id`` (the last one: its heartbeats stop)."""
+        with self._cond:
+            count = self._held.get(trial_id, 0) - 1
+            if count > 0:
+                self._held[trial_id] = count
+                return
+            self._held.pop(trial_id, None)
+            self._due.pop(trial_id, None)
+            while trial_id in self._busy:
+                self._cond.wait()
+
+    def flush_later(self, trial_id: int, delay: float) -> None:
+        """Write trial ``trial_id``'s rows so far in ``delay`` seconds (unless :meth:`forget` first)."""
+        with self._cond:
+            due = time.monotonic() + delay
+            self._flush_due[trial_id] = due
+            self._wake(due)
+
+    def forget(self, trial_id: int) -> None:
+        """No delayed write of trial ``trial_id``'s rows (it was written whole)."""
+        with self._cond:
+            self._flush_due.pop(trial_id, None)
+
+    def _interval(self) -> float | None:
+        storage = self._storage()
+        return storage.get_heartbeat_interval() if storage is not None else None
+
+    def _wake(self, due: float) -> None:
+        """Have the thread look at the schedule by ``due`` (``self._cond`` held)."""
+        if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="ciq-optuna-heartbeats", daemon=True)
+            self._pid = os.getpid()
+            self._wake_at = -1.0
+            self._thread.start()
+        elif self._wake_at < 0 or due < self._wake_at:
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        idle_since = time.monotonic()
+        while True:
+            with self._cond:
+                now = time.monotonic()
+                beats = [t for t, due in self._due.items() if due <= now]
+                flushes = [t for t, due in self._flush_due.items() if due <= now]
+                if not beats and not flushes:
+                    if self._held or self._flush_due:
+                        idle_since = now
+                    elif now - idle_since > BEATER_IDLE_S or self._storage() is None:
+                        self._thread, self._wake_at = None, -1.0
+                        return
+                    nxt = min([*self._due.values(), *self._flush_due.values()], default=now + BEATER_IDLE_S)
+                    self._wake_at = nxt
+                    self._cond.wait(min(max(nxt - now, 0.0) + 0.001, BEATER_IDLE_S))
+                    self._wake_at = -1.0
+                    continue
+                interval = self._interval() or 0.0
+                for t in beats:
+                    self._due[t] = now + interval if interval else float("inf")
+                for t in flushes:
+                    del self._flush_due[t]
+                self._busy.update(beats)
+            try:
+                storage = self._storage()
+                for t in flushes:
+                    if storage is not None:
+                        storage._flush_quietly(t)
+                for t in beats:
+                    if storage is not None:
+                        try:
+                            storage.record_heartbeat(t)
+                        except Exception as exc:  # a heartbeat thread would end here; try again next time
+                            _logger.warning("heartbeat of trial id %d not recorded: %s", t, exc)
+                del storage
+            finally:
+                with self._cond:
+                    self._busy.difference_update(beats)
+                    self._cond.notify_all()
+
+
+class _Lease(BaseHeartbeatThread):
+    """Optuna's heartbeat-thread interface for a trial of a :class:`BatchedStorage`: ``start`` holds
+    the trial on the storage's beater thread (:class:`_Beater`), ``join`` releases it."""
+
+    def __init__(self, storage: BatchedStorage, trial_id: int) -> None:
+        self._storage = storage
+        self._trial_id = trial_id
+
+    def start(self) -> None:
+        self._storage.hold_heartbeat(self._trial_id)
+
+    def join(self) -> None:
+        self._storage.release_heartbeat(self._trial_id)
+
+
 class BatchedStorage(_CachedStorage):
     """An RDB storage that writes each trial of this process in one transaction when it finishes.
 
@@ -188,16 +335,22 @@ class BatchedStorage(_CachedStorage):
         self._beaten: dict[int, float] = {}  # monotonic time of the last heartbeat of an open trial
         self._unfinished_numbers: dict[int, set[int]] = {}  # per study: numbers of unfinished trials
         self._seen: dict[int, int] = {}  # per study: the highest trial id committed at the last read
+        # per study: the database's version (_Connections.version) taken just before the last read
+        self._verified: dict[int, Any] = {}
         self._conns = _Connections(backend)
+        self._beater = _Beater(self)
 
     def __getstate__(self) -> dict[Any, Any]:
         state = super().__getstate__()
         state["_conns"] = None  # connections are not pickled: the copy opens its own
+        state["_beater"] = None  # nor the thread: the copy starts its own
+        state["_verified"] = {}  # versions of this process's connection mean nothing to the copy
         return state
 
     def __setstate__(self, state: dict[Any, Any]) -> None:
         super().__setstate__(state)
         self._conns = _Connections(self._backend)
+        self._beater = _Beater(self)
 
     def _db(self, call: Any) -> Any:
         """``call()`` through the backend's retry during a database outage, when it has one."""
@@ -256,9 +409,7 @@ class BatchedStorage(_CachedStorage):
                 pending.trial.params[param_name] = distribution.to_external_repr(param_value_internal)
                 pending.trial.distributions[param_name] = distribution
                 if first:
-                    timer = threading.Timer(FLUSH_DELAY, self._flush_quietly, (trial_id,))
-                    timer.daemon = True
-                    timer.start()
+                    self._beater.flush_later(trial_id, FLUSH_DELAY)
                 return
         super().set_trial_param(trial_id, param_name, param_value_internal, distribution)
 
@@ -321,6 +472,7 @@ class BatchedStorage(_CachedStorage):
             with self._lock:  # e.g. the database is down: the rows are written by a later call
                 pending.give_back(rows)
             raise
+        self._beater.forget(trial_id)
         with self._lock:
             self._open.pop(trial_id, None)
             self._beaten.pop(trial_id, None)
@@ -337,13 +489,13 @@ class BatchedStorage(_CachedStorage):
         return True
 
     def record_heartbeat(self, trial_id: int) -> None:
-        """Write the trial's rows so far, then the heartbeat (Optuna's heartbeat thread calls this
-        every ``heartbeat_interval`` seconds): a trial that runs longer than one interval has its
+        """Write the trial's rows so far, then the heartbeat (the beater thread calls this every
+        ``heartbeat_interval`` seconds while the trial is held): a trial that runs longer than one interval has its
         parameters stored, so the retry of a killed worker's trial evaluates the same configuration.
 
         A heartbeat asked for within ``BEAT_AGAIN_S`` of the previous one of this process is not
-        written: each trial starts two heartbeat threads (the lease while it is planned, Optuna's
-        while it is evaluated) right after its creation, which already recorded one.
+        written: each trial is held twice (the lease while it is planned, Optuna's heartbeat while
+        it is evaluated) right after its creation, which already recorded one.
         """
         now = time.monotonic()
         with self._lock:
@@ -356,8 +508,19 @@ class BatchedStorage(_CachedStorage):
             if trial_id in self._open:
                 self._beaten[trial_id] = now
 
+    def hold_heartbeat(self, trial_id: int) -> None:
+        """Renew trial ``trial_id``'s heartbeat from this process until :meth:`release_heartbeat`
+        (one thread for all trials: see :class:`_Beater`)."""
+        with self._lock:
+            last = self._beaten.get(trial_id)
+        self._beater.hold(trial_id, last)
+
+    def release_heartbeat(self, trial_id: int) -> None:
+        """End one :meth:`hold_heartbeat` of trial ``trial_id``."""
+        self._beater.release(trial_id)
+
     def _flush_quietly(self, trial_id: int) -> None:
-        """:meth:`flush_trial` from a timer thread: a failure is logged (the rows stay pending)."""
+        """:meth:`flush_trial` from the beater thread: a failure is logged (the rows stay pending)."""
         try:
             self.flush_trial(trial_id)
         except Exception as exc:  # the final write or the next heartbeat writes them
@@ -434,7 +597,10 @@ class BatchedStorage(_CachedStorage):
         (:func:`read_trials`) instead of Optuna's seven ORM queries, which cost a worker sharing
         its study several ms of CPU per read.
         """
+        version = self._conns.version()
         with self._lock:
+            if version is not None and self._verified.get(study_id) == version and not self._holes.get(study_id):
+                return  # no other connection committed since the last read: the cache is the study
             study = self._studies.get(study_id)
             listed = self._by_number.get(study_id)
             quiet = (
@@ -448,6 +614,7 @@ class BatchedStorage(_CachedStorage):
         if quiet and self._db(lambda: _last_trial_id(self._conns, study_id)) == known:
             with self._lock:
                 self._seen[study_id] = known
+                self._verified[study_id] = version
             return
         with self._lock:  # Optuna's incremental read, through one plain SQL statement (read_trials)
             study = self._studies.setdefault(study_id, _StudyInfo())
@@ -455,6 +622,7 @@ class BatchedStorage(_CachedStorage):
             trials = self._db(lambda: read_trials(self._conns, study_id, study.unfinished_trial_ids, after))
             # every trial committed so far has an id up to this (all those above ``after`` were read)
             self._seen[study_id] = max([after, *(t._trial_id for t in trials)])
+            self._verified[study_id] = version
             if not trials:
                 return
             self._add_trials_to_cache(study_id, trials)
@@ -510,6 +678,7 @@ class BatchedStorage(_CachedStorage):
         looking there costs a worker sharing the study one small query instead of a read of
         every trial that changed (the other workers' running and new trials).
         """
+        version = self._conns.version()
         with self._lock:
             seen = self._seen.get(study_id)
             listed = self._by_number.get(study_id, [])
@@ -518,6 +687,8 @@ class BatchedStorage(_CachedStorage):
                 for n in self._unfinished_numbers.get(study_id, ())
             ):
                 return False
+            if version is not None and self._verified.get(study_id) == version:
+                return True  # nothing committed by another connection since the last read
         return self._db(lambda: self._conns.read(self._conns.sql.waiting_after, {"sid": study_id, "after": seen})) is None
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
@@ -694,6 +865,7 @@ class _Held:
         self._lock = threading.Lock()
         self._conn: Any = None
         self._pid = 0
+        self.serial = 0  # which connection this process opened (a new one after an error or a fork)
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[Any]:
@@ -702,7 +874,7 @@ class _Held:
                 conn = self._engine.connect()
                 if self._autocommit:
                     conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-                self._conn, self._pid = conn, os.getpid()
+                self._conn, self._pid, self.serial = conn, os.getpid(), next(_SERIALS)
             try:
                 yield self._conn
             except BaseException as exc:
@@ -720,6 +892,9 @@ class _Held:
             conn.close()
 
 
+_SERIALS = itertools.count(1)
+
+
 class _Connections:
     """The connections of :class:`BatchedStorage`'s own statements: one for transactions, and on
     PostgreSQL one in autocommit for the light reads (no BEGIN and ROLLBACK round trips)."""
@@ -730,6 +905,7 @@ class _Connections:
         self.sql = _sql(engine.dialect.name)
         self._writes = _Held(engine, autocommit=False)
         self._reads = _Held(engine, autocommit=True) if engine.dialect.name == "postgresql" else self._writes
+        self._sqlite = engine.dialect.name == "sqlite"
 
     @contextlib.contextmanager
     def begin(self) -> Iterator[Any]:
@@ -751,6 +927,20 @@ class _Connections:
         """The scalar result of one read-only ``statement``."""
         with self.reading() as conn:
             return conn.execute(statement, params).scalar()
+
+    def version(self) -> tuple[int, int] | None:
+        """A value that is the same at two calls only if no other connection committed to the
+        database in between (SQLite's ``PRAGMA data_version`` on the held connection, with which
+        connection it is), None where there is none (PostgreSQL) or it cannot be read. Costs no
+        SQL statement of SQLAlchemy's: the pragma runs on the driver's connection."""
+        if not self._sqlite:
+            return None
+        try:
+            with self._writes.connection() as conn:
+                raw = conn.connection.driver_connection
+                return self._writes.serial, raw.execute("PRAGMA data_version").fetchone()[0]
+        except Exception:  # the next statement reports a real problem; without a value: read
+            return None
 
 
 def _only_waiting(states: Container[TrialState] | None) -> bool:
@@ -1007,6 +1197,20 @@ def write_attr(conns: _Connections, trial_id: int, key: str, value: Any) -> None
 
     with conns.begin() as conn:
         _upsert_attrs(conns, conn, models.TrialSystemAttributeModel, trial_id, {key: value})
+
+
+def get_heartbeat_thread(trial_id: int, storage: optuna.storages.BaseStorage) -> BaseHeartbeatThread:
+    """What renews trial ``trial_id``'s heartbeat between its ``start()`` and ``join()``: a hold on
+    the beater thread of a :class:`BatchedStorage` with heartbeats (no thread per trial), else
+    Optuna's own heartbeat thread (a NullHeartbeatThread without heartbeats)."""
+    if isinstance(storage, BatchedStorage) and storage.get_heartbeat_interval() is not None:
+        return _Lease(storage, trial_id)
+    return _optuna_heartbeat_thread(trial_id, storage)
+
+
+# Optuna's trial loop (``_run_trial``) starts a heartbeat thread per trial through this name: a
+# BatchedStorage's trials are held on its beater thread instead; any other storage gets Optuna's.
+_optimize_module.get_heartbeat_thread = get_heartbeat_thread
 
 
 def trials_of_this_trial(study: optuna.Study) -> list[FrozenTrial]:
