@@ -430,9 +430,11 @@ def test_statements_run_through_the_driver_raise_sqlalchemys_errors(postgres_db_
 
     storage = resolve_storage(postgres_db_url, default_path=tmp_path / "x.db", heartbeat_interval=None)
     study = optuna.create_study(storage=storage, study_name="d")
-    study.optimize(_objective, n_trials=2, catch=(ValueError,))
+    for value in (1.0, 2.0):
+        study.add_trial(optuna.trial.create_trial(value=value))
     conns, tid = storage._conns, study.trials[0]._trial_id
-    assert conns.sql.direct(conns.sql.values, None, ("objective", "trial_id", "value", "value_type"), False) is not None
+    keys = ("objective", "trial_id", "value", "value_type")
+    assert conns.sql.direct(conns.sql.values, conns.backend.engine.dialect, keys, False) is not None
     row = {"trial_id": tid, "objective": 0, "value": 1.0, "value_type": "FINITE"}
     with pytest.raises(sqlalchemy.exc.IntegrityError), conns.begin() as conn:  # the value of objective 0 exists
         private._execute(conns, conn, conns.sql.values, [row])
@@ -440,7 +442,11 @@ def test_statements_run_through_the_driver_raise_sqlalchemys_errors(postgres_db_
         pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
     with sqlalchemy.create_engine(postgres_db_url, isolation_level="AUTOCOMMIT").connect() as admin:
         admin.execute(sqlalchemy.text("SELECT pg_terminate_backend(:p)"), {"p": pid})
-    time.sleep(0.2)
+        gone = sqlalchemy.text("SELECT count(*) FROM pg_stat_activity WHERE pid = :p")
+        for _ in range(100):  # the server ends the session asynchronously
+            if admin.execute(gone, {"p": pid}).scalar() == 0:
+                break
+            time.sleep(0.1)
     with pytest.raises(sqlalchemy.exc.OperationalError) as lost:
         private.read_trials(conns, study._study_id, [], -1)
     assert lost.value.connection_invalidated
