@@ -5,9 +5,9 @@
 
 One trial's calls, in the order tune makes them on the storage ``resolve_storage`` opens (the
 default of ``tune``): create the trial, Optuna's look for a WAITING trial, then under the planning
-lock (as ``LockedSampler.before_trial`` holds it) the sampler's two reads of the study and its claim
-(a system attribute written at once), 12 parameters, 6 user attributes, the final state and value,
-the budget gate's read. The study is first filled with finished trials up to each size (rows
+lock (as ``LockedSampler.before_trial`` holds it: in ``BatchedStorage.read_once`` where the tree
+has it) the sampler's two looks at the study and its claim (a system attribute written at once),
+12 parameters, 6 user attributes, the final state and value, the budget gate's read. The study is first filled with finished trials up to each size (rows
 inserted in one transaction, see :func:`prefill`). The CPU of this process per trial is the
 median of 5 runs of ``--trials`` trials; the wall clock per trial is shown too (PostgreSQL: fsync
 and round trips to the server process).
@@ -26,6 +26,7 @@ To compare two versions of the code side by side, run the script of one tree wit
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import statistics
@@ -58,7 +59,8 @@ def one_trial(storage: optuna.storages.BaseStorage, study_id: int, lock: PlanLoc
     sleep stand for the compile before the final state."""
     trial_id = storage.create_new_trial(study_id)
     storage.get_all_trials(study_id, deepcopy=False, states=(TrialState.WAITING,))
-    with lock.held():
+    once = getattr(storage, "read_once", None)  # as LockedSampler holds the lock, where the tree has it
+    with lock.held(), once(study_id) if once is not None else contextlib.nullcontext():
         storage.get_all_trials(study_id, deepcopy=False)
         storage.get_all_trials(study_id, deepcopy=False)
         storage.set_trial_system_attr(trial_id, "ciq_optuna:claim", f"{trial_id:016x}")

@@ -97,9 +97,12 @@ def copy_trials(storage: object, study_id: int, trials: list[optuna.trial.Frozen
                 conn.execute(sa.insert(t_values).values(trial_id=trial_id, objective=objective, value=stored, value_type=kind))
 
 
-def child(url: str, workdir: Path, seed: int) -> None:
+def child(url: str, workdir: Path, seed: int, profile: str | None = None) -> None:
     """One worker: ``one`` on stdin runs one trial alone, ``go N`` runs tune until the study holds
-    N trials; each answers on stdout (JSON: CPU seconds, trials this process created)."""
+    N trials; each answers on stdout (JSON: CPU seconds, trials this process created). With
+    ``profile`` (a path prefix) each run is profiled on a CPU clock into ``PREFIX-WORD-N.prof``."""
+    import cProfile
+
     from ciq_optuna.tune import tune
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -118,11 +121,18 @@ def child(url: str, workdir: Path, seed: int) -> None:
         word, *rest = line.split()
         n = int(rest[0]) if rest else len(study.get_trials(deepcopy=False)) + 1
         c0, k0 = time.process_time(), created[0]
+        prof = cProfile.Profile(time.process_time) if profile else None
+        if prof is not None:
+            prof.enable()
         tune(_config(n, workdir, seed), storage=storage)
+        if prof is not None:
+            prof.disable()
+            prof.dump_stats(f"{profile}-{word}-{n}.prof")
         print(json.dumps([time.process_time() - c0, created[0] - k0]), flush=True)
 
 
-def measure(url: str, fill: list[optuna.trial.FrozenTrial], sizes: list[int], workers: list[int], chunk: int, work: Path):
+def measure(url: str, fill: list[optuna.trial.FrozenTrial], sizes: list[int], workers: list[int], chunk: int, work: Path,
+            profile: str | None = None):
     """(workers, trials in the study, median CPU ms per trial over the workers, min, max) per run."""
     from ciq_optuna.tune import tune
 
@@ -138,8 +148,9 @@ def measure(url: str, fill: list[optuna.trial.FrozenTrial], sizes: list[int], wo
             procs = []
             for i in range(count):
                 wd = Path(tempfile.mkdtemp(prefix=f"w{i}-", dir=work))
+                extra = ["--profile", f"{profile}-{Path(work).name}-w{count}.{i}"] if profile else []
                 procs.append(subprocess.Popen(
-                    [sys.executable, __file__, "--child", url, "--workdir", str(wd), "--seed", str(i + 1)],
+                    [sys.executable, __file__, "--child", url, "--workdir", str(wd), "--seed", str(i + 1), *extra],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                 ))
             ones = []
@@ -169,12 +180,15 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--chunk", type=int, default=24, help="trials per worker in a measured run")
     parser.add_argument("--fill-cache", required=False, help="SQLite file of the fill trials (made by overhead.py)")
+    parser.add_argument("--profile", help="path prefix: profile each worker's measured run (cProfile, CPU clock) "
+                        "and its run of one trial into PREFIX-STORAGE-wW.I-{go,one}-N.prof (benchmarks/profile_diff.py "
+                        "subtracts them per function); the CPU figures then include the profiler's cost")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, Path(args.workdir), args.seed)
+        child(args.child, Path(args.workdir), args.seed, args.profile)
         return
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     logging.getLogger("ciq_optuna").setLevel(logging.ERROR)
@@ -201,7 +215,8 @@ def main() -> None:
             else:
                 url = f"sqlite:///{work}/s.db"
             try:
-                for count, size, med, lo, hi, ks in measure(url, fill, args.sizes, args.workers, args.chunk, work):
+                for count, size, med, lo, hi, ks in measure(url, fill, args.sizes, args.workers, args.chunk, work,
+                                                            args.profile):
                     print(f"| {kind} | {count} | {size} | {med:.1f} | {lo:.1f}-{hi:.1f} | {ks} |", flush=True)
             finally:
                 if server is not None:

@@ -450,3 +450,81 @@ def test_a_read_of_an_unchanged_sqlite_study_runs_no_statement(tmp_path: Path) -
     assert [t.state for t in s1.get_trials(deepcopy=False)][-2:] == [TrialState.COMPLETE, TrialState.RUNNING]
     s2.tell(running, 2.0)
     assert s1.get_trials(deepcopy=False)[-1].state == TrialState.COMPLETE
+def test_in_read_once_the_study_is_read_at_the_first_look_only(tmp_path: Path, monkeypatch) -> None:
+    """Under the planning lock a sampler looks at the study twice: the first look reads what
+    other processes wrote before (fresh), the second reads nothing; after the block every look
+    reads again."""
+    import ciq_optuna.study._optuna as private
+
+    db = tmp_path / "once.db"
+    one = resolve_storage(None, default_path=db, heartbeat_interval=None)
+    two = resolve_storage(None, default_path=db, heartbeat_interval=None)
+    s1 = optuna.create_study(storage=one, study_name="s")
+    s1.optimize(_objective, n_trials=2, catch=(ValueError,))
+    s2 = optuna.load_study(storage=two, study_name="s")
+    running = s2.ask()  # another process's running trial: every look of s1 is a real read
+    reads = []
+    real = private.read_trials
+    monkeypatch.setattr(private, "read_trials", lambda *a: reads.append(a) or real(*a))
+    s1.get_trials(deepcopy=False)
+    later = s2.ask()  # created before the block: the block's first look sees it
+    reads.clear()
+    with private.read_study_once(s1):
+        assert [t.number for t in s1.get_trials(deepcopy=False)][-2:] == [running.number, later.number]
+        assert len(reads) == 1
+        s2.tell(running, 1.0)
+        assert s1.get_trials(deepcopy=False)[running.number].state == TrialState.RUNNING  # not read again
+        assert len(reads) == 1
+    assert s1.get_trials(deepcopy=False)[running.number].state == TrialState.COMPLETE
+    assert len(reads) == 2
+
+
+def test_read_once_holds_for_the_planning_lock_of_a_tune_worker(tmp_path: Path, monkeypatch) -> None:
+    """The locked sampler's before_trial runs in read_once on the storage tune opens (a mistake in
+    the wiring, or an Optuna change of the study passed to the sampler, would lose it silently)."""
+    import ciq_optuna.study._optuna as private
+    from ciq_optuna.study.leases import locked_sampler
+
+    storage = resolve_storage(None, default_path=tmp_path / "lk.db", heartbeat_interval=None)
+    assert isinstance(storage, BatchedStorage)
+    entered = []
+    real = BatchedStorage.read_once
+    monkeypatch.setattr(BatchedStorage, "read_once", lambda self, sid: entered.append(sid) or real(self, sid))
+    sampler = locked_sampler(optuna.samplers.RandomSampler(seed=0), storage, "lk")
+    study = optuna.create_study(storage=storage, study_name="lk", sampler=sampler)
+    study.optimize(_objective, n_trials=2, catch=(ValueError,))
+    assert entered == [study._study_id] * 2
+    assert private.read_study_once(optuna.create_study()).__class__.__name__ == "nullcontext"
+
+
+def test_statements_run_through_the_driver_raise_sqlalchemys_errors(postgres_db_url: str, tmp_path: Path) -> None:
+    """On PostgreSQL the storage's own statements bypass SQLAlchemy's execution (``_Direct``): a
+    constraint violation is still SQLAlchemy's IntegrityError, a connection the server ended is
+    an OperationalError marked invalidated, and the next statement runs on a fresh connection."""
+    import sqlalchemy
+
+    from ciq_optuna.study import _optuna as private
+
+    storage = resolve_storage(postgres_db_url, default_path=tmp_path / "x.db", heartbeat_interval=None)
+    study = optuna.create_study(storage=storage, study_name="d")
+    for value in (1.0, 2.0):
+        study.add_trial(optuna.trial.create_trial(value=value))
+    conns, tid = storage._conns, study.trials[0]._trial_id
+    keys = ("objective", "trial_id", "value", "value_type")
+    assert conns.sql.direct(conns.sql.values, conns.backend.engine.dialect, keys, False) is not None
+    row = {"trial_id": tid, "objective": 0, "value": 1.0, "value_type": "FINITE"}
+    with pytest.raises(sqlalchemy.exc.IntegrityError), conns.begin() as conn:  # the value of objective 0 exists
+        private._execute(conns, conn, conns.sql.values, [row])
+    with conns.reading() as conn:
+        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+    with sqlalchemy.create_engine(postgres_db_url, isolation_level="AUTOCOMMIT").connect() as admin:
+        admin.execute(sqlalchemy.text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+        gone = sqlalchemy.text("SELECT count(*) FROM pg_stat_activity WHERE pid = :p")
+        for _ in range(100):  # the server ends the session asynchronously
+            if admin.execute(gone, {"p": pid}).scalar() == 0:
+                break
+            time.sleep(0.1)
+    with pytest.raises(sqlalchemy.exc.OperationalError) as lost:
+        private.read_trials(conns, study._study_id, [], -1)
+    assert lost.value.connection_invalidated
+    assert [t.number for t in private.read_trials(conns, study._study_id, [], -1)] == [0, 1]

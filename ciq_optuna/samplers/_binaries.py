@@ -319,13 +319,16 @@ class BinaryModel:
         if mine is None:
             mine = self._canonical(row[None, :])[0]
         width = len(context.values)
+        ordered = self._ordered[:width].tolist()  # as _is_ordered, one look per call
+        ordered += [False] * (width - len(ordered))
+        lo, hi, values = context.lo, context.hi, context.values
         for q, v in enumerate(mine[:width].tolist()):
             if q == j:
                 continue
-            if self._is_ordered(q) and v >= 0 and context.lo[q] <= context.hi[q]:
-                if not context.lo[q] <= v <= context.hi[q]:
+            if ordered[q] and v >= 0 and lo[q] <= hi[q]:
+                if not lo[q] <= v <= hi[q]:
                     return True
-            elif v not in context.values[q]:
+            elif v not in values[q]:
                 return True
         return bool((mine[width:] != -1.0).any())
 

@@ -38,7 +38,7 @@ import optuna
 import sqlalchemy
 from optuna.trial import FrozenTrial
 
-from ciq_optuna.study._optuna import get_heartbeat_thread, storage_of, trial_id_of
+from ciq_optuna.study._optuna import get_heartbeat_thread, read_study_once, storage_of, trial_id_of
 from ciq_optuna.study.storage import redact, sqlite_path
 
 #: Seconds between two looks at the study while other workers hold the remaining budget.
@@ -207,7 +207,8 @@ class LockedSampler(optuna.samplers.BaseSampler):
         return self._inner.sample_independent(study, trial, param_name, param_distribution)
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        with trial_lease(storage_of(study), trial_id_of(trial)), self._plan_lock.held():
+        # one read of the study per hold: no other worker claims a configuration meanwhile
+        with trial_lease(storage_of(study), trial_id_of(trial)), self._plan_lock.held(), read_study_once(study):
             _test_pause_in_plan_lock()
             self._inner.before_trial(study, trial)
 
