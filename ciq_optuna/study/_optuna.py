@@ -1071,13 +1071,10 @@ class _Connections:
     @contextlib.contextmanager
     def single(self) -> Iterator[Any]:
         """A connection for one write statement, committed when it ends (PostgreSQL: the autocommit
-        connection, as one statement is atomic by itself: no BEGIN and COMMIT round trips)."""
-        if self._reads is self._writes:
-            with self.begin() as conn:
-                yield conn
-        else:
-            with self._reads.connection() as conn:
-                yield conn
+        connection, as one statement is atomic by itself: no BEGIN and COMMIT round trips): the
+        connection :meth:`reading` gives."""
+        with self.reading() as conn:
+            yield conn
 
     def read(self, statement: Any, params: dict[str, Any]) -> Any:
         """The scalar result of one read-only ``statement``."""
