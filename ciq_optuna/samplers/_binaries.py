@@ -838,9 +838,7 @@ def _evidence_at_once(rows: np.ndarray, hid: np.ndarray, done: int) -> tuple[np.
     order = np.lexsort((i, k))
     p, j = np.nonzero(gap[order])
     same = np.column_stack([k[order][p], np.zeros_like(p), i[order][p], j])
-    ids = np.empty((n, d), dtype=np.uint64)
-    for c in range(d):  # settings as small integers, exactly
-        ids[:, c] = np.unique(rows[:, c], return_inverse=True)[1].reshape(-1)
+    ids = _codes(rows).astype(np.uint64) if d else np.empty((n, 0), dtype=np.uint64)
     weights = _weights(d)
     whole = (ids * weights).sum(axis=1, dtype=np.uint64)  # wraps around: a hash of the row
     found = []
