@@ -288,11 +288,10 @@ class _Beater:
                 self._busy.update(beats)
             try:
                 storage = self._storage()
-                for t in flushes:
-                    if storage is not None:
+                if storage is not None:
+                    for t in flushes:
                         storage._flush_quietly(t)
-                for t in beats:
-                    if storage is not None:
+                    for t in beats:
                         try:
                             storage.record_heartbeat(t)
                         except Exception as exc:  # a heartbeat thread would end here; try again next time
@@ -1118,8 +1117,6 @@ def read_trials(conns: _Connections, study_id: int, unfinished: Iterable[int], l
     """The trials of a study with an id above ``last_finished`` and those of ``unfinished`` (up to
     it), ordered by id: what ``RDBStorage._get_trials`` returns to Optuna's ``_CachedStorage``, read
     in one statement (:func:`_changed_trials`) without ORM objects. KeyError for an unknown study."""
-    from optuna.storages._rdb import models
-
     inc = [trial_id for trial_id in unfinished if trial_id <= last_finished]
     if len(inc) > MAX_LISTED_IDS:  # too many bind parameters for one statement: all from the lowest on
         last_finished, inc = min(inc) - 1, []
