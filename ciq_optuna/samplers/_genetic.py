@@ -1064,6 +1064,10 @@ class GeneticSampler(BaseGASampler):
         key = (len(self._names), *cand.tolist())
         if self._elite_cache[0] == key:  # most new trials do not enter the top rows
             return self._elite_cache[1]
+        kept = self._elite_kept(key, s)
+        if kept is not None:
+            self._elite_cache = (key, kept)
+            return kept
         dist = self._pair_distances(cand)
         # bit r of column i: row r is outside row i's niche (Python integers as bit sets)
         packed = np.packbits(dist.T >= self._niche, axis=1, bitorder="little")
@@ -1076,6 +1080,29 @@ class GeneticSampler(BaseGASampler):
             free &= ~((2 << i) - 1)
         self._elite_cache = (key, cand[chosen])
         return cand[chosen]
+
+    def _elite_kept(self, key: tuple, s: int) -> np.ndarray | None:
+        """The elite for the top rows ``key`` (genes, rows) worked out from the last one when a
+        single row entered them (the last row dropping out) and it cannot be chosen: the niche
+        pass then takes the same rows, less the dropped one; None when it must run again."""
+        last_key, last = self._elite_cache
+        if len(last_key) != len(key) or last_key[0] != key[0]:
+            return None
+        p = next((i for i in range(1, len(key)) if key[i] != last_key[i]), len(key))
+        if p == len(key) or key[p + 1 :] != last_key[p:-1]:
+            return None
+        rows = last.tolist()
+        better = set(last_key[1:p])
+        before = [r for r in rows if r in better]  # chosen rows better than the new one
+        if not before:
+            return None  # the new row is the best: it is chosen
+        if len(before) < s:
+            d = key[0]
+            dist = self._distances(self._x[[key[p]], :d], np.array(before))
+            if not (dist < self._niche).any():
+                return None  # outside every better chosen row's niche: chosen
+        dropped = last_key[-1]
+        return last if dropped not in rows else np.array([r for r in rows if r != dropped], dtype=last.dtype)
 
     def _pair_distances(self, rows: np.ndarray) -> np.ndarray:
         """``_distances`` of the evaluated rows ``rows`` to themselves.  The pairs of the last call
