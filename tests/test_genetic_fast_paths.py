@@ -146,3 +146,30 @@ def test_elite_kept_from_the_last_one_equals_the_niche_pass() -> None:
     study = optuna.create_study(sampler=sampler)
     study.optimize(objective, n_trials=400, callbacks=[check])
     assert sum(kept) > 20 and not all(kept)
+
+
+def test_activation_is_made_once_a_row_lacks_a_gene_with_the_rules_of_every_row() -> None:
+    from ciq_optuna.samplers._genetic import _Activation
+
+    sampler = GeneticSampler(pool_size=8, seed=2)
+    made = []
+
+    def objective(trial: optuna.Trial) -> float:
+        x = trial.suggest_int("x", 0, 500)
+        y = 0
+        if trial.number >= 30 and trial.suggest_categorical("m", ["p", "q"]) == "p":  # from trial 30
+            y = trial.suggest_int("y", 0, 5)
+        made.append(sampler._activation is not None)
+        return abs(x - 7) + y
+
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(objective, n_trials=80)
+    assert not any(made[:31]) and made[-1]  # no row lacked a gene before trial 30
+    sampler._rules_n = -1
+    sampler._learn_activation()
+    d = len(sampler._names)
+    plain = _Activation(d)
+    for row in sampler._x[: sampler._n, :d]:
+        plain.add(row)
+    want = plain.rules()
+    assert want and [(j, q, off.tolist()) for j, q, off in sampler._rules] == [(j, q, off.tolist()) for j, q, off in want]

@@ -316,6 +316,7 @@ class GeneticSampler(BaseGASampler):
         self._rules: list[tuple[int, int, np.ndarray]] = []
         self._rules_n = -1
         self._activation: _Activation | None = None
+        self._absent_scan: tuple[int, int, bool] = (-1, 0, False)  # genes, rows scanned, one absent
         self._order_cache: tuple[int, np.ndarray] = (-1, np.empty(0, dtype=int))
         self._tables_d = -1
         self._elite_cache: tuple[tuple, np.ndarray] = ((), np.empty(0, dtype=int))
@@ -499,16 +500,30 @@ class GeneticSampler(BaseGASampler):
         decide whether it is suggested (e.g. ``x.passed`` for ``x``).
 
         The evidence is kept up to date row by row (:class:`_Activation`, O(genes) per trial);
-        it is rebuilt from every row only when a new parameter appears."""
+        it is rebuilt from every row only when a new parameter appears, and made only once some
+        row lacks a parameter (until then no rule can hold)."""
         if self._rules_n == self._n:
             return
         d = len(self._names)
+        if self._activation is None and not self._some_absent(d):
+            self._rules, self._rules_n = [], self._n
+            return
         if self._activation is None or self._activation.d != d:
             self._activation = _Activation(d)
             for row in self._x[: self._n, :d]:
                 self._activation.add(row)
         self._rules = self._activation.rules()
         self._rules_n = self._n
+
+    def _some_absent(self, d: int) -> bool:
+        """Whether some row lacks one of the first ``d`` genes (rows scanned once each)."""
+        last_d, upto, found = self._absent_scan
+        if last_d != d:
+            upto, found = 0, False
+        if not found and upto < self._n:
+            found = bool(np.isnan(self._x[upto : self._n, :d]).any())
+        self._absent_scan = (d, self._n, found)
+        return found
 
     def _project(self, codes: np.ndarray) -> np.ndarray:
         """Genomes with the parameters that would not be suggested set to NaN."""
