@@ -309,7 +309,7 @@ class GeneticSampler(BaseGASampler):
         self._improve_cache: tuple[int, int] = (-1, -1)
         self._improve_state: tuple[int, int, float, int] | None = None  # rows, last, best, top number
         self._sorted: tuple[int, np.ndarray, np.ndarray] = (0, np.empty(0, dtype=np.int64), np.empty(0))
-        self._ranks_cache: tuple[np.ndarray | None, np.ndarray] = (None, np.empty(0, dtype=np.int64))
+        self._badness_cache: tuple[np.ndarray | None, np.ndarray] = (None, np.empty(0))
         self._binaries = BinaryModel()
         self._keys: set[bytes] = set()
         self._keys_d = 0
@@ -577,13 +577,14 @@ class GeneticSampler(BaseGASampler):
         self._sorted = (n, order, keys)
         return order
 
-    def _ranks(self, order: np.ndarray) -> np.ndarray:
-        """Position of each row in ``order`` (-1: not in it, a failed trial)."""
-        if self._ranks_cache[0] is not order or len(self._ranks_cache[1]) != self._n:
-            ranks = np.full(self._n, -1, dtype=np.int64)
-            ranks[order] = np.arange(len(order))
-            self._ranks_cache = (order, ranks)
-        return self._ranks_cache[1]
+    def _badness(self, order: np.ndarray) -> np.ndarray:
+        """Per row: its position in ``order`` over the length of ``order`` (the fitness rank in
+        [0, 1)); 1 for a row not in it (a failed trial)."""
+        if self._badness_cache[0] is not order or len(self._badness_cache[1]) != self._n:
+            bad = np.ones(self._n)
+            bad[order] = np.arange(len(order)) / max(1, len(order))
+            self._badness_cache = (order, bad)
+        return self._badness_cache[1]
 
     # ------------------------------------------------------------------ stagnation
 
@@ -1215,14 +1216,13 @@ class GeneticSampler(BaseGASampler):
         old = np.sort(elite[elite < lo])
         idx = np.concatenate([old, np.arange(lo, n)])
         dist = self._distances(cands, idx, len(old))
-        rank = self._ranks(order)[idx]  # the fitness rank in [0, 1), failures 1
-        bad = np.where(rank >= 0, rank / max(1, len(order)), 1.0)
+        bad = self._badness(order)[idx]  # the fitness rank in [0, 1), failures 1
         k = min(3, len(idx))
         if self._first_ties:
             near = _smallest(dist, k)
         else:
             near = np.argpartition(dist, k - 1, axis=1)[:, :k]
-        w = 1.0 / (dist[np.arange(len(dist))[:, None], near] + 1e-3)
+        w = 1.0 / (np.take_along_axis(dist, near, axis=1) + 1e-3)
         score = (bad[near] * w).sum(axis=1) / w.sum(axis=1) + self._fail_risk(cands)
         return score + self._rng.uniform(0.0, 1e-6, len(score))
 
