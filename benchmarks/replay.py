@@ -604,11 +604,12 @@ def cmd_timing(args: argparse.Namespace) -> None:
     names = args.samplers.split(",")
     for n in [int(x) for x in args.trials.split(",")]:
         for rep in range(args.round0, args.round0 + args.repeat):  # round robin: the load hits every sampler
-            if args.interleave:  # the studies of a round take turns trial by trial
+            if args.interleave:  # the studies of a round take turns, ``--interleave`` trials at a time
                 runs = {name: _Run(space, build_sampler(name, rep)) for name in names}
                 active = list(runs.values())
-                for _ in range(n):
-                    active = [run for run in active if run.step()]
+                for start in range(0, n, args.interleave):
+                    block = min(args.interleave, n - start)
+                    active = [run for run in active if all(run.step() for _ in range(block))]
             else:
                 runs = {}
                 for name in names:
@@ -626,7 +627,7 @@ def cmd_timing(args: argparse.Namespace) -> None:
                     "ms_per_trial_last100": 1000 * float(np.mean(run.wall[-100:])),
                     "cpu_ms_per_trial": 1000 * float(np.sum(run.cpu)) / len(run.out),
                     "cpu_ms_per_trial_last100": 1000 * float(np.mean(run.cpu[-100:])),
-                    **({"interleaved": True} if args.interleave else {}),
+                    **({"interleaved": args.interleave} if args.interleave else {}),
                 }
                 print(json.dumps(rec), flush=True)
                 with out.open("a") as fh:
@@ -656,7 +657,8 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--repeat", type=int, default=3)
     t.add_argument("--round0", type=int, default=0, help="number (and seed) of the first round")
     t.add_argument("--out", required=True)
-    t.add_argument("--interleave", action="store_true", help="the samplers' studies of a round take turns trial by trial")
+    t.add_argument("--interleave", type=int, default=0, metavar="K",
+                   help="the samplers' studies of a round take turns, K trials at a time (0: one study after the other)")
     args = ap.parse_args(argv)
     if args.cmd == "run" and args.jobs > 2:
         sys.exit("error: at most 2 parallel jobs on this shared machine")

@@ -78,7 +78,7 @@ def test_replay_scores_on_a_real_space() -> None:
         assert 0 <= cell["fail"][0] <= 1.0
 
 
-def test_timing_interleaved_runs_every_sampler_a_trial_at_a_time(tmp_path, monkeypatch) -> None:
+def test_timing_interleaved_runs_take_turns_k_trials_at_a_time(tmp_path, monkeypatch) -> None:
     values = {"a": [1, 2, 3, 4], "b": [1, 2, 3]}
     table = {(a, b): (float(a * b), 0.0) for a in values["a"] for b in values["b"] if a * b != 6}
     space = replay.Space(name="toy", keys=["a", "b"], values=values, table=table, cartesian=12)
@@ -92,8 +92,10 @@ def test_timing_interleaved_runs_every_sampler_a_trial_at_a_time(tmp_path, monke
 
     monkeypatch.setattr(replay._Run, "step", counted)
     out = tmp_path / "t.jsonl"
-    replay.main(["timing", "--trials", "8", "--repeat", "1", "--samplers", "random,nsga2", "--interleave", "--out", str(out)])
+    replay.main(["timing", "--trials", "8", "--repeat", "1", "--samplers", "random,nsga2", "--interleave", "3",
+                 "--out", str(out)])
     recs = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [(r["sampler"], r["trials"], r["interleaved"]) for r in recs] == [("random", 8, True), ("nsga2", 8, True)]
+    assert [(r["sampler"], r["trials"], r["interleaved"]) for r in recs] == [("random", 8, 3), ("nsga2", 8, 3)]
     assert all(r["cpu_ms_per_trial"] > 0 for r in recs)
-    assert turns[0] != turns[1] and turns[0::2] == [turns[0]] * 8  # the two studies took turns
+    a, b = turns[0], turns[3]
+    assert a != b and turns == [a] * 3 + [b] * 3 + [a] * 3 + [b] * 3 + [a] * 2 + [b] * 2  # blocks of 3, then 2
