@@ -1222,7 +1222,7 @@ class GeneticSampler(BaseGASampler):
             near = _smallest(dist, k)
         else:
             near = np.argpartition(dist, k - 1, axis=1)[:, :k]
-        w = 1.0 / (np.take_along_axis(dist, near, axis=1) + 1e-3)
+        w = 1.0 / (dist[np.arange(len(dist))[:, None], near] + 1e-3)
         score = (bad[near] * w).sum(axis=1) / w.sum(axis=1) + self._fail_risk(cands)
         return score + self._rng.uniform(0.0, 1e-6, len(score))
 
