@@ -41,36 +41,31 @@ def pairwise_sum(terms: np.ndarray) -> np.ndarray:
 
 
 def _pairwise(t: np.ndarray, lo: int, n: int) -> np.ndarray:
-    """``t[lo:lo + n]`` summed in numpy's pairwise order, with few numpy calls."""
     if n < 8:
-        return _in_order(t[lo : lo + n])
+        res = t[lo]
+        for i in range(lo + 1, lo + n):
+            res += t[i]
+        return res
     if n <= _PW_BLOCK:
-        end = n - n % 8
-        # eight accumulators, each the blocks' numbers in order; then ((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7))
-        r = t[lo : lo + 8] if end == 8 else _in_order(t[lo : lo + end].reshape(end // 8, 8, *t.shape[1:]))
-        r[0::2] += r[1::2]
-        r[0::4] += r[2::4]
+        r = t[lo : lo + 8]  # eight accumulators, then ((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7))
+        i = 8
+        while i < n - n % 8:
+            r += t[lo + i : lo + i + 8]
+            i += 8
+        r[0] += r[1]
+        r[2] += r[3]
+        r[4] += r[5]
+        r[6] += r[7]
+        r[0] += r[2]
+        r[4] += r[6]
         r[0] += r[4]
-        if end == n:
-            return r[0]
-        t[lo + end - 1] = r[0]  # a number already added: the slot before the rest, added in order
-        return _in_order(t[lo + end - 1 : lo + n])
+        for j in range(lo + i, lo + n):
+            r[0] += t[j]
+        return r[0]
     n2 = n // 2
     n2 -= n2 % 8
     res = _pairwise(t, lo, n2)
     res += _pairwise(t, lo + n2, n - n2)
-    return res
-
-
-def _in_order(t: np.ndarray) -> np.ndarray:
-    """``t[0] + t[1] + ...`` added left to right.  A reduction over the outer axis of a contiguous
-    array does that when each row holds several numbers (the inner loop runs over a row); with
-    one number per row numpy would sum pairwise, so those are added one by one."""
-    if t[0].size > 1 and t.strides[0] >= t.strides[-1]:
-        return np.add.reduce(t, axis=0)
-    res = t[0].copy()
-    for row in t[1:]:
-        res += row
     return res
 
 
