@@ -2,7 +2,8 @@
 both reach after replaying ``gemm_RTX_3090`` (in-memory storage, seed 0; the same proposals, so the
 same state), alternated round by round in one process: encoding a trial's parameters, adding a row
 to the conditional-parameter evidence, the rules' update, the nearest-neighbour score of 4, 10 and
-16 children.  Minimum and median of the rounds, microseconds per call.
+16 children, the distances of 16 or 160 children to the rows that score compares them with (per
+child).  Minimum and median of the rounds, microseconds per call.
 
 Usage: nice -n 10 python benchmarks/genetic_steps.py --against d2bca71 --trials 900 --rounds 15
 """
@@ -73,11 +74,27 @@ def main() -> None:
                 s._knn_score(children[:m], order)
         return 150
 
+    def distances(m: int) -> Callable:
+        def step(s, _study) -> int:  # type: ignore[no-untyped-def]
+            order = s._order()
+            n, lo = s._n, max(0, s._n - s._window)
+            elite = order[: s._survivors()]
+            old = np.sort(elite[elite < lo])
+            idx = np.concatenate([old, np.arange(lo, n)])
+            children = s._children(order, m, 1.0)
+            for _ in range(20):
+                s._distances(children, idx, len(old))
+            return 20 * m  # per child
+
+        return step
+
     steps: list[tuple[str, Callable]] = [
         ("`_encode_list`: a trial's parameters", encode),
         ("`_Activation.add_list`: one row (made at every trial at the commit)", evidence),
         ("`_learn_activation`: the rules, once per trial", rules),
         ("`_knn_score`: 4, 10 or 16 children", knn),
+        ("`_distances` to the compared rows, per child: 16 children in one call", distances(16)),
+        ("`_distances` to the compared rows, per child: 160 children in one call", distances(160)),
     ]
     print(f"| step (microseconds per call, min / median of {args.rounds} rounds) | {' | '.join(sides)} |")
     print("|---|" + "---:|" * len(sides))
