@@ -249,11 +249,30 @@ def replay(
     """Run ``n_trials`` ask/tell steps; returns the per-trial results (None = failed) and the
     seconds spent outside the table look-up (the sampler's own time plus Optuna's); ``per_trial``
     and ``per_trial_cpu`` collect that time per trial, wall-clock and CPU of this thread."""
-    directions = ["minimize"] * n_objectives
-    study = optuna.create_study(directions=directions, sampler=sampler)
-    out: list = []
-    spent = 0.0
+    run = _Run(space, sampler, n_objectives)
     for _ in range(n_trials):
+        if not run.step():
+            break
+    if per_trial is not None:
+        per_trial.extend(run.wall)
+    if per_trial_cpu is not None:
+        per_trial_cpu.extend(run.cpu)
+    return run.out, float(sum(run.wall))
+
+
+class _Run:
+    """One replayed study, advanced a trial at a time (so several can take turns)."""
+
+    def __init__(self, space: Space, sampler: optuna.samplers.BaseSampler, n_objectives: int = 1) -> None:
+        self.space, self.n_objectives = space, n_objectives
+        self.study = optuna.create_study(directions=["minimize"] * n_objectives, sampler=sampler)
+        self.out: list = []
+        self.wall: list[float] = []  # per trial: seconds outside the table look-up
+        self.cpu: list[float] = []  # the same, CPU time of this thread
+
+    def step(self) -> bool:
+        """One ask/tell step; False once the study has stopped (nothing left to propose)."""
+        study, space = self.study, self.space
         c0 = time.thread_time()
         t0 = time.perf_counter()
         trial = study.ask()
@@ -261,27 +280,21 @@ def replay(
             cfg = tuple(trial.suggest_categorical(k, space.values[k]) for k in space.keys)
         except optuna.TrialPruned:
             study.tell(trial, state=TrialState.PRUNED)
-            break
+            return False
         t1, c1 = time.perf_counter(), time.thread_time()
         rec = space.table.get(cfg)
         c2 = time.thread_time()
         t2 = time.perf_counter()  # the CPU clock is read outside the wall-clock intervals
         if rec is None:
             study.tell(trial, state=TrialState.FAIL)
-            out.append(None)
+            self.out.append(None)
         else:
-            value = rec[0] if n_objectives == 1 else list(rec[:n_objectives])
+            value = rec[0] if self.n_objectives == 1 else list(rec[: self.n_objectives])
             study.tell(trial, value)
-            out.append(value)
-        dt = (t1 - t0) + (time.perf_counter() - t2)
-        spent += dt
-        if per_trial is not None:
-            per_trial.append(dt)
-        if per_trial_cpu is not None:
-            per_trial_cpu.append((c1 - c0) + (time.thread_time() - c2))
-        if study._stop_flag:
-            break
-    return out, spent
+            self.out.append(value)
+        self.wall.append((t1 - t0) + (time.perf_counter() - t2))
+        self.cpu.append((c1 - c0) + (time.thread_time() - c2))
+        return not study._stop_flag
 
 
 def _job(args: tuple) -> dict:
@@ -588,21 +601,33 @@ def cmd_timing(args: argparse.Namespace) -> None:
     warnings.simplefilter("ignore")
     space = load_space(args.dataset)
     out = Path(args.out)
+    names = args.samplers.split(",")
     for n in [int(x) for x in args.trials.split(",")]:
         for rep in range(args.round0, args.round0 + args.repeat):  # round robin: the load hits every sampler
-            for name in args.samplers.split(","):
-                per: list[float] = []
-                cpu: list[float] = []
-                results, spent = replay(space, build_sampler(name, rep), n, per_trial=per, per_trial_cpu=cpu)
+            if args.interleave:  # the studies of a round take turns, ``--interleave`` trials at a time
+                runs = {name: _Run(space, build_sampler(name, rep)) for name in names}
+                active = list(runs.values())
+                for start in range(0, n, args.interleave):
+                    block = min(args.interleave, n - start)
+                    active = [run for run in active if all(run.step() for _ in range(block))]
+            else:
+                runs = {}
+                for name in names:
+                    runs[name] = _Run(space, build_sampler(name, rep))
+                    for _ in range(n):
+                        if not runs[name].step():
+                            break
+            for name, run in runs.items():
                 rec = {
                     "sampler": name,
                     "dataset": args.dataset,
-                    "trials": len(results),
+                    "trials": len(run.out),
                     "repeat": rep,
-                    "ms_per_trial": 1000 * spent / len(results),
-                    "ms_per_trial_last100": 1000 * float(np.mean(per[-100:])),
-                    "cpu_ms_per_trial": 1000 * float(np.sum(cpu)) / len(results),
-                    "cpu_ms_per_trial_last100": 1000 * float(np.mean(cpu[-100:])),
+                    "ms_per_trial": 1000 * float(np.sum(run.wall)) / len(run.out),
+                    "ms_per_trial_last100": 1000 * float(np.mean(run.wall[-100:])),
+                    "cpu_ms_per_trial": 1000 * float(np.sum(run.cpu)) / len(run.out),
+                    "cpu_ms_per_trial_last100": 1000 * float(np.mean(run.cpu[-100:])),
+                    **({"interleaved": args.interleave} if args.interleave else {}),
                 }
                 print(json.dumps(rec), flush=True)
                 with out.open("a") as fh:
@@ -632,6 +657,8 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--repeat", type=int, default=3)
     t.add_argument("--round0", type=int, default=0, help="number (and seed) of the first round")
     t.add_argument("--out", required=True)
+    t.add_argument("--interleave", type=int, default=0, metavar="K",
+                   help="the samplers' studies of a round take turns, K trials at a time (0: one study after the other)")
     args = ap.parse_args(argv)
     if args.cmd == "run" and args.jobs > 2:
         sys.exit("error: at most 2 parallel jobs on this shared machine")

@@ -19,7 +19,7 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 @pytest.mark.parametrize("d", [1, 5, 7, 8, 9, 15, 16, 23, 40, 129, 300])
 def test_pairwise_sum_adds_in_numpys_order(d: int) -> None:
     rng = np.random.default_rng(d)
-    for m, k in [(1, 1), (16, 262), (64, 64), (3, 1024)]:
+    for m, k in [(1, 1), (1, 2), (2, 1), (16, 262), (64, 64), (3, 1024)]:
         # terms of very different sizes, so another order of the additions rounds differently
         a = rng.random((m, k, d)) * rng.choice([1e-3, 1.0, 1e3], (1, 1, d))
         assert np.array_equal(pairwise_sum(np.moveaxis(a, 2, 0).copy()), a.sum(axis=2))

@@ -7,9 +7,10 @@ import math
 
 import numpy as np
 import optuna
+from optuna.distributions import CategoricalDistribution
 
 from ciq_optuna.samplers import GeneticSampler
-from ciq_optuna.samplers._genes import draws_random, neighbours
+from ciq_optuna.samplers._genes import Gene, draws_random, neighbours
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -100,3 +101,75 @@ def test_window_knob_sizes_the_distance_table_and_the_exploration() -> None:
     sampler._distances = lambda cands, idx, run_from=None: seen.append(idx.copy()) or real(cands, idx, run_from)
     sampler._explore_pick(sampler._random_genomes(5), sampler._order())
     assert seen[-1].tolist() == list(range(sampler._n - 40, sampler._n))
+
+
+def test_categorical_code_look_up_equals_the_choice_index() -> None:
+    nan = float("nan")
+    for choices in [(1, True, "a", None, 2.5, nan), (8, 16, 32, 64), (False, True), ("x", 1.0, 1)]:
+        gene = Gene("p", CategoricalDistribution(choices))
+        for value in [*choices, 1, 1.0, True, 0, False, "b", float("nan"), 2.5000000000000004, [1]]:
+            dist = gene.dist
+            try:
+                idx = dist.to_internal_repr(value)
+                want = float(gene.rank[int(idx)]) if gene.kind == "ord" else float(idx)
+            except (ValueError, TypeError):
+                want = math.nan
+            got = gene.encode(value)
+            assert got == want or (math.isnan(got) and math.isnan(want)), (choices, value)
+
+
+def test_elite_kept_from_the_last_one_equals_the_niche_pass() -> None:
+    sampler = GeneticSampler(pool_size=24, seed=4)
+    kept = []
+    plain = sampler._elite_kept
+
+    def counted(key: tuple, s: int) -> np.ndarray | None:
+        out = plain(key, s)
+        kept.append(out is not None)
+        return out
+
+    sampler._elite_kept = counted  # type: ignore[method-assign]
+
+    def check(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        order = sampler._order()
+        got = sampler._elite(order).tolist()
+        cache = sampler._elite_cache
+        sampler._elite_cache = ((), np.empty(0, dtype=int))
+        assert sampler._elite(order).tolist() == got
+        sampler._elite_cache = cache
+
+    def objective(trial: optuna.Trial) -> float:
+        x, y = trial.suggest_int("x", 0, 60), trial.suggest_int("y", 0, 40)
+        mode = trial.suggest_categorical("mode", ["a", "b", "c"])
+        return abs(x - 17) + abs(y - 30) // 3 + (mode == "b") + 0.01 * x * y
+
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(objective, n_trials=400, callbacks=[check])
+    assert sum(kept) > 20 and not all(kept)
+
+
+def test_activation_is_made_once_a_row_lacks_a_gene_with_the_rules_of_every_row() -> None:
+    from ciq_optuna.samplers._genetic import _Activation
+
+    sampler = GeneticSampler(pool_size=8, seed=2)
+    made = []
+
+    def objective(trial: optuna.Trial) -> float:
+        x = trial.suggest_int("x", 0, 500)
+        y = 0
+        if trial.number >= 30 and trial.suggest_categorical("m", ["p", "q"]) == "p":  # from trial 30
+            y = trial.suggest_int("y", 0, 5)
+        made.append(sampler._activation is not None)
+        return abs(x - 7) + y
+
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(objective, n_trials=80)
+    assert not any(made[:31]) and made[-1]  # no row lacked a gene before trial 30
+    sampler._rules_n = -1
+    sampler._learn_activation()
+    d = len(sampler._names)
+    plain = _Activation(d)
+    for row in sampler._x[: sampler._n, :d]:
+        plain.add(row)
+    want = plain.rules()
+    assert want and [(j, q, off.tolist()) for j, q, off in sampler._rules] == [(j, q, off.tolist()) for j, q, off in want]

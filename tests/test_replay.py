@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
 import math
 import sys
 from pathlib import Path
@@ -75,3 +76,26 @@ def test_replay_scores_on_a_real_space() -> None:
         assert cell["score"][0] <= 1.0
         assert 0 < cell["frac"][0] <= 1.0
         assert 0 <= cell["fail"][0] <= 1.0
+
+
+def test_timing_interleaved_runs_take_turns_k_trials_at_a_time(tmp_path, monkeypatch) -> None:
+    values = {"a": [1, 2, 3, 4], "b": [1, 2, 3]}
+    table = {(a, b): (float(a * b), 0.0) for a in values["a"] for b in values["b"] if a * b != 6}
+    space = replay.Space(name="toy", keys=["a", "b"], values=values, table=table, cartesian=12)
+    monkeypatch.setattr(replay, "load_space", lambda name: space)
+    turns: list[int] = []
+    step = replay._Run.step
+
+    def counted(run):  # type: ignore[no-untyped-def]
+        turns.append(id(run))
+        return step(run)
+
+    monkeypatch.setattr(replay._Run, "step", counted)
+    out = tmp_path / "t.jsonl"
+    replay.main(["timing", "--trials", "8", "--repeat", "1", "--samplers", "random,nsga2", "--interleave", "3",
+                 "--out", str(out)])
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["sampler"], r["trials"], r["interleaved"]) for r in recs] == [("random", 8, 3), ("nsga2", 8, 3)]
+    assert all(r["cpu_ms_per_trial"] > 0 for r in recs)
+    a, b = turns[0], turns[3]
+    assert a != b and turns == [a] * 3 + [b] * 3 + [a] * 3 + [b] * 3 + [a] * 2 + [b] * 2  # blocks of 3, then 2

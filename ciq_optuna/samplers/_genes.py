@@ -36,7 +36,7 @@ def _is_number(x: Any) -> bool:
 class Gene:
     """Coding and operators of one parameter."""
 
-    __slots__ = ("name", "dist", "kind", "n", "choices", "order", "rank", "sigma", "_decoded")
+    __slots__ = ("name", "dist", "kind", "n", "choices", "order", "rank", "sigma", "_decoded", "_codes")
 
     def __init__(self, name: str, dist: BaseDistribution) -> None:
         self.name = name
@@ -45,6 +45,7 @@ class Gene:
         self.order: list[int] = []
         self.rank: dict[int, int] = {}
         self._decoded: list[Any] | None = None
+        self._codes: dict[Any, float] = {}  # categorical: choice -> code (its first occurrence)
         if isinstance(dist, CategoricalDistribution):
             self.choices = list(dist.choices)
             self.n = len(self.choices)
@@ -54,6 +55,8 @@ class Gene:
                 self.rank = {ci: r for r, ci in enumerate(self.order)}
             else:
                 self.kind = "cat"
+            for i, c in enumerate(self.choices):
+                self._codes.setdefault(c, float(self.rank[i]) if self.kind == "ord" else float(i))
         elif isinstance(dist, IntDistribution) and not dist.log:
             self.n = (dist.high - dist.low) // dist.step + 1
             self.kind = "ord" if self.n <= _MAX_ORD else "cont"
@@ -74,6 +77,11 @@ class Gene:
         return float(self.n)
 
     def encode(self, value: Any) -> float:
+        if self._codes:  # a choice: the code of the first equal one, as ``choices.index`` finds it
+            try:
+                return self._codes[value]
+            except (KeyError, TypeError):
+                pass
         d = self.dist
         if isinstance(d, CategoricalDistribution):
             try:

@@ -309,13 +309,14 @@ class GeneticSampler(BaseGASampler):
         self._improve_cache: tuple[int, int] = (-1, -1)
         self._improve_state: tuple[int, int, float, int] | None = None  # rows, last, best, top number
         self._sorted: tuple[int, np.ndarray, np.ndarray] = (0, np.empty(0, dtype=np.int64), np.empty(0))
-        self._ranks_cache: tuple[np.ndarray | None, np.ndarray] = (None, np.empty(0, dtype=np.int64))
+        self._badness_cache: tuple[np.ndarray | None, np.ndarray] = (None, np.empty(0))
         self._binaries = BinaryModel()
         self._keys: set[bytes] = set()
         self._keys_d = 0
         self._rules: list[tuple[int, int, np.ndarray]] = []
         self._rules_n = -1
         self._activation: _Activation | None = None
+        self._absent_scan: tuple[int, int, bool] = (-1, 0, False)  # genes, rows scanned, one absent
         self._order_cache: tuple[int, np.ndarray] = (-1, np.empty(0, dtype=int))
         self._tables_d = -1
         self._elite_cache: tuple[tuple, np.ndarray] = ((), np.empty(0, dtype=int))
@@ -499,16 +500,30 @@ class GeneticSampler(BaseGASampler):
         decide whether it is suggested (e.g. ``x.passed`` for ``x``).
 
         The evidence is kept up to date row by row (:class:`_Activation`, O(genes) per trial);
-        it is rebuilt from every row only when a new parameter appears."""
+        it is rebuilt from every row only when a new parameter appears, and made only once some
+        row lacks a parameter (until then no rule can hold)."""
         if self._rules_n == self._n:
             return
         d = len(self._names)
+        if self._activation is None and not self._some_absent(d):
+            self._rules, self._rules_n = [], self._n
+            return
         if self._activation is None or self._activation.d != d:
             self._activation = _Activation(d)
             for row in self._x[: self._n, :d]:
                 self._activation.add(row)
         self._rules = self._activation.rules()
         self._rules_n = self._n
+
+    def _some_absent(self, d: int) -> bool:
+        """Whether some row lacks one of the first ``d`` genes (rows scanned once each)."""
+        last_d, upto, found = self._absent_scan
+        if last_d != d:
+            upto, found = 0, False
+        if not found and upto < self._n:
+            found = bool(np.isnan(self._x[upto : self._n, :d]).any())
+        self._absent_scan = (d, self._n, found)
+        return found
 
     def _project(self, codes: np.ndarray) -> np.ndarray:
         """Genomes with the parameters that would not be suggested set to NaN."""
@@ -562,13 +577,14 @@ class GeneticSampler(BaseGASampler):
         self._sorted = (n, order, keys)
         return order
 
-    def _ranks(self, order: np.ndarray) -> np.ndarray:
-        """Position of each row in ``order`` (-1: not in it, a failed trial)."""
-        if self._ranks_cache[0] is not order or len(self._ranks_cache[1]) != self._n:
-            ranks = np.full(self._n, -1, dtype=np.int64)
-            ranks[order] = np.arange(len(order))
-            self._ranks_cache = (order, ranks)
-        return self._ranks_cache[1]
+    def _badness(self, order: np.ndarray) -> np.ndarray:
+        """Per row: its position in ``order`` over the length of ``order`` (the fitness rank in
+        [0, 1)); 1 for a row not in it (a failed trial)."""
+        if self._badness_cache[0] is not order or len(self._badness_cache[1]) != self._n:
+            bad = np.ones(self._n)
+            bad[order] = np.arange(len(order)) / max(1, len(order))
+            self._badness_cache = (order, bad)
+        return self._badness_cache[1]
 
     # ------------------------------------------------------------------ stagnation
 
@@ -1064,6 +1080,10 @@ class GeneticSampler(BaseGASampler):
         key = (len(self._names), *cand.tolist())
         if self._elite_cache[0] == key:  # most new trials do not enter the top rows
             return self._elite_cache[1]
+        kept = self._elite_kept(key, s)
+        if kept is not None:
+            self._elite_cache = (key, kept)
+            return kept
         dist = self._pair_distances(cand)
         # bit r of column i: row r is outside row i's niche (Python integers as bit sets)
         packed = np.packbits(dist.T >= self._niche, axis=1, bitorder="little")
@@ -1076,6 +1096,29 @@ class GeneticSampler(BaseGASampler):
             free &= ~((2 << i) - 1)
         self._elite_cache = (key, cand[chosen])
         return cand[chosen]
+
+    def _elite_kept(self, key: tuple, s: int) -> np.ndarray | None:
+        """The elite for the top rows ``key`` (genes, rows) worked out from the last one when a
+        single row entered them (the last row dropping out) and it cannot be chosen: the niche
+        pass then takes the same rows, less the dropped one; None when it must run again."""
+        last_key, last = self._elite_cache
+        if len(last_key) != len(key) or last_key[0] != key[0]:
+            return None
+        p = next((i for i in range(1, len(key)) if key[i] != last_key[i]), len(key))
+        if p == len(key) or key[p + 1 :] != last_key[p:-1]:
+            return None
+        rows = last.tolist()
+        better = set(last_key[1:p])
+        before = [r for r in rows if r in better]  # chosen rows better than the new one
+        if not before:
+            return None  # the new row is the best: it is chosen
+        if len(before) < s:
+            d = key[0]
+            dist = self._distances(self._x[[key[p]], :d], np.array(before))
+            if not (dist < self._niche).any():
+                return None  # outside every better chosen row's niche: chosen
+        dropped = last_key[-1]
+        return last if dropped not in rows else np.array([r for r in rows if r != dropped], dtype=last.dtype)
 
     def _pair_distances(self, rows: np.ndarray) -> np.ndarray:
         """``_distances`` of the evaluated rows ``rows`` to themselves.  The pairs of the last call
@@ -1173,8 +1216,7 @@ class GeneticSampler(BaseGASampler):
         old = np.sort(elite[elite < lo])
         idx = np.concatenate([old, np.arange(lo, n)])
         dist = self._distances(cands, idx, len(old))
-        rank = self._ranks(order)[idx]  # the fitness rank in [0, 1), failures 1
-        bad = np.where(rank >= 0, rank / max(1, len(order)), 1.0)
+        bad = self._badness(order)[idx]  # the fitness rank in [0, 1), failures 1
         k = min(3, len(idx))
         if self._first_ties:
             near = _smallest(dist, k)
