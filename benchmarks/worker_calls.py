@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import optuna
 
@@ -78,20 +79,22 @@ def child(url: str, calls: int) -> dict[str, list[float]]:
     return out
 
 
-def others(url: str, count: int) -> optuna.storages.BaseStorage:
-    """``count`` RUNNING trials of another process, with parameters and heartbeats renewed while
-    the storage returned lives."""
+def others(url: str, count: int) -> tuple[Any, list[int]]:
+    """``count`` RUNNING trials of another process, with parameters and heartbeats renewed until
+    released: the storage and the trial ids."""
     from ciq_optuna.study.storage import resolve_storage
 
     storage = resolve_storage(url, default_path=Path("unused.db"))
     study = optuna.load_study(storage=storage, study_name=STUDY)
+    ids = []
     for _ in range(count):
         trial_id = storage.create_new_trial(study._study_id)
+        ids.append(trial_id)
         for name, dist in DISTRIBUTIONS.items():
             storage.set_trial_param(trial_id, name, 1, dist)
         storage.flush_trial(trial_id)
         storage.hold_heartbeat(trial_id)
-    return storage
+    return storage, ids
 
 
 def main() -> None:
@@ -117,11 +120,11 @@ def main() -> None:
     print("| trials in study | call | base CPU ms/call | new CPU ms/call | new/base |")
     print("|---:|---|---:|---:|---:|")
     server = PostgresServer().start()
+    other = None
     try:
         url = server.url()
         storage = resolve_storage(url, default_path=Path("unused.db"))
         study = optuna.create_study(storage=storage, study_name=STUDY)
-        other = None
         for size in args.sizes:
             prefill(storage, study._study_id, size)
             other = other or others(url, args.others)
@@ -139,6 +142,9 @@ def main() -> None:
                 base, new = (statistics.median(got[tree][name]) for tree in ("base", "new"))
                 print(f"| {size} | {name} | {base:.3f} | {new:.3f} | {new / base:.2f} |", flush=True)
     finally:
+        if other is not None:  # no heartbeats once the server is gone
+            for trial_id in other[1]:
+                other[0].release_heartbeat(trial_id)
         server.stop()
 
 

@@ -31,7 +31,10 @@ trial it moved to RUNNING):
   cost more than the statement and, on PostgreSQL, a ping of the server each.
 - This process reads its own running trials from memory (``get_trial``), the trial list is kept by
   number and extended with the rows that changed since the last read (no sort of the whole list),
-  and the stale-trial check runs at most once per heartbeat interval instead of before every trial.
+  and the stale-trial check runs at most once per heartbeat interval instead of before every trial,
+  as one plain SQL statement (``running_beats``) instead of Optuna's ORM queries.
+- Whether the study holds a number of trials can be bounded without reading it
+  (:meth:`BatchedStorage.unread_bound`: one ``count(*)`` of the trials created since the last read).
 - Reading the study: one index look-up when only this process's trials can have changed; else
   the trials that changed (Optuna's incremental read) in ONE plain SQL statement instead of
   Optuna's seven ORM queries; Optuna's look for a WAITING trial is one index look-up among the
