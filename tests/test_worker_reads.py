@@ -11,10 +11,10 @@ from pathlib import Path
 import optuna
 import pytest
 import sqlalchemy as sa
-from optuna.storages._rdb import models
 from optuna.trial import TrialState
 
 from ciq_optuna.study import _optuna
+from ciq_optuna.study._optuna import models
 from ciq_optuna.study.budget import budget_status, done_reaches, held_reaches
 from ciq_optuna.study.storage import resolve_storage
 
