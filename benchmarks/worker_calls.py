@@ -1,4 +1,4 @@
-"""CPU per call of three calls a PostgreSQL worker makes besides its trials' own, base against new.
+"""CPU per call of four calls a PostgreSQL worker makes, base against new.
 
     nice -n 10 python benchmarks/worker_calls.py --base /tmp/base [--sizes 100 1000 5000] [--others 3] [--rounds 3]
 
@@ -11,10 +11,13 @@ times, with the code on its ``PYTHONPATH``:
   the tree has it, else ``finished_count(study) >= target`` (a target not reached);
 - ``stale check``: ``fail_stale(study)`` with the storage's once-per-interval gate reset, i.e.
   the check a worker makes every heartbeat interval (nothing is stale);
-- ``lock hold``: taking and releasing the planning lock (``PlanLock.held``) with nothing inside.
+- ``lock hold``: taking and releasing the planning lock (``PlanLock.held``) with nothing inside;
+- ``trial write``: a trial of this process created, given 12 parameters and 6 user attributes,
+  and told COMPLETE (``storage_calls``' rows; the writes of a trial without the search).
 
-CPU ms per call: the median of 5 batches of ``--calls`` calls. The base tree (``--base``) and this
-one alternate, ``--rounds`` times each; the table gives the median over the rounds and new/base.
+CPU ms per call: the median of 5 batches of ``--calls`` calls (a quarter of them for the stale
+check and the trial write). The base tree (``--base``) and this one alternate, ``--rounds``
+times each; the table gives the median over the rounds and new/base.
 """
 
 from __future__ import annotations
@@ -30,13 +33,14 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.trial import TrialState
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(1, str(REPO / "tests"))
 
-from storage_calls import DISTRIBUTIONS, STUDY, prefill  # noqa: E402
+from storage_calls import DISTRIBUTIONS, STUDY, USER_ATTRS, prefill  # noqa: E402
 
-CALLS = ("budget check", "stale check", "lock hold")
+CALLS = ("budget check", "stale check", "lock hold", "trial write")
 
 
 def child(url: str, calls: int) -> dict[str, list[float]]:
@@ -66,8 +70,17 @@ def child(url: str, calls: int) -> dict[str, list[float]]:
         with lock.held():
             pass
 
+    def trial_write() -> None:
+        trial_id = storage.create_new_trial(study._study_id)
+        for name, dist in DISTRIBUTIONS.items():
+            storage.set_trial_param(trial_id, name, 1, dist)
+        for key in USER_ATTRS:
+            storage.set_trial_user_attr(trial_id, key, {"spill-bytes": 0, "registers": [32, 40]})
+        storage.set_trial_state_values(trial_id, TrialState.COMPLETE, [1.0])
+
     out: dict[str, list[float]] = {}
-    for name, call, n in zip(CALLS, (budget_check, stale_check, lock_hold), (calls, max(calls // 4, 1), calls)):
+    quarter = max(calls // 4, 1)
+    for name, call, n in zip(CALLS, (budget_check, stale_check, lock_hold, trial_write), (calls, quarter, calls, quarter)):
         call()
         runs = []
         for _ in range(5):
@@ -102,7 +115,7 @@ def main() -> None:
     parser.add_argument("--base", required=False, help="root of the base tree (git archive BASE | tar -x)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 5000])
     parser.add_argument("--others", type=int, default=3, help="RUNNING trials of another process")
-    parser.add_argument("--calls", type=int, default=200, help="calls per batch (stale check: a quarter)")
+    parser.add_argument("--calls", type=int, default=200, help="calls per batch (stale check, trial write: a quarter)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
