@@ -43,7 +43,7 @@ from ciq_optuna.space.files import find_space
 from ciq_optuna.space.search import Candidate, SearchSpace
 from ciq_optuna.store import add_to_store, check_store, picked_acf
 from ciq_optuna.study._optuna import storage_of, trial_id_of
-from ciq_optuna.study.budget import budget_status, cancel_left_waiting, gated_objective
+from ciq_optuna.study.budget import budget_status, cancel_left_waiting, done_reaches, gated_objective
 from ciq_optuna.study.leases import (
     MAX_TAKEN_AWAY,
     POLL_INTERVAL_S,
@@ -647,7 +647,7 @@ def _optimize(
     target = min(budget, finished_count(study) + remaining)  # the rest is kept for the corner moves
 
     def callback(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        if finished_count(study) >= target:
+        if done_reaches(study, target):
             study.stop()
 
     _until_budget(

@@ -50,8 +50,8 @@ from ciq_optuna.study.budget import (
     Objective,
     budget_status,
     cancel_left_waiting,
-    claims_slot,
     gated_objective,
+    held_reaches,
     one_line,
 )
 from ciq_optuna.study.leases import (
@@ -162,10 +162,8 @@ class _StopAtBudget:
         if self.max_trials is not None and self.ran >= self.max_trials:
             study.stop()
             return
-        if self.budget is not None:
-            trials = study.get_trials(deepcopy=False)
-            if sum(claims_slot(t) for t in trials) >= self.budget:
-                study.stop()
+        if self.budget is not None and held_reaches(study, self.budget):
+            study.stop()
 
 
 def _load(storage: optuna.storages.BaseStorage, study_name: str, shown_url: str) -> optuna.Study:

@@ -31,7 +31,10 @@ trial it moved to RUNNING):
   cost more than the statement and, on PostgreSQL, a ping of the server each.
 - This process reads its own running trials from memory (``get_trial``), the trial list is kept by
   number and extended with the rows that changed since the last read (no sort of the whole list),
-  and the stale-trial check runs at most once per heartbeat interval instead of before every trial.
+  and the stale-trial check runs at most once per heartbeat interval instead of before every trial,
+  as one plain SQL statement (``running_beats``) instead of Optuna's ORM queries.
+- Whether the study holds a number of trials can be bounded without reading it
+  (:meth:`BatchedStorage.unread_bound`: one ``count(*)`` of the trials created since the last read).
 - Reading the study: one index look-up when only this process's trials can have changed; else
   the trials that changed (Optuna's incremental read) in ONE plain SQL statement instead of
   Optuna's seven ORM queries; Optuna's look for a WAITING trial is one index look-up among the
@@ -85,6 +88,7 @@ __all__ = [
     "models",
     "non_domination_rank",
     "read_study_once",
+    "running_beats",
     "scoped_session",
     "set_dashboard_pareto_front",
     "storage_of",
@@ -187,7 +191,8 @@ BEATER_IDLE_S = 30.0
 
 class _Beater:
     """One thread per storage (and process) that renews the heartbeats of every trial this process
-    runs and writes a trial's first rows ``FLUSH_DELAY`` after its first parameter.
+    runs and writes a trial's first rows ``FLUSH_DELAY`` after its first parameter (and runs the
+    calls of :meth:`repeat`, e.g. the renewal of the planning lock's lease while it is held).
 
     Optuna starts a heartbeat thread per trial (and ciq-optuna's lease a second one while the
     trial is planned, plus a timer for the first rows): three thread starts and joins per trial,
@@ -207,6 +212,9 @@ class _Beater:
         self._due: dict[int, float] = {}  # trial id -> monotonic time of its next heartbeat
         self._flush_due: dict[int, float] = {}  # trial id -> monotonic time to write its rows
         self._busy: set[int] = set()  # trial ids whose heartbeat is being recorded now
+        self._calls: dict[object, tuple[float, Callable[[], None]]] = {}  # key -> (interval, call)
+        self._call_due: dict[object, float] = {}  # key -> monotonic time of its next call
+        self._calling: set[object] = set()  # keys whose call runs now
         self._wake_at = -1.0  # when the thread wakes next (-1: no thread waiting)
         self._thread: threading.Thread | None = None
         self._pid = 0
@@ -243,6 +251,22 @@ class _Beater:
             self._flush_due[trial_id] = due
             self._wake(due)
 
+    def repeat(self, key: object, interval: float, call: Callable[[], None]) -> None:
+        """Run ``call()`` every ``interval`` seconds on this thread until :meth:`cancel` of ``key``."""
+        with self._cond:
+            due = time.monotonic() + interval
+            self._calls[key] = (interval, call)
+            self._call_due[key] = due
+            self._wake(due)
+
+    def cancel(self, key: object) -> None:
+        """No more calls of :meth:`repeat`'s ``key``; waits for one in flight."""
+        with self._cond:
+            self._calls.pop(key, None)
+            self._call_due.pop(key, None)
+            while key in self._calling:
+                self._cond.wait()
+
     def forget(self, trial_id: int) -> None:
         """No delayed write of trial ``trial_id``'s rows (it was written whole)."""
         with self._cond:
@@ -269,13 +293,15 @@ class _Beater:
                 now = time.monotonic()
                 beats = [t for t, due in self._due.items() if due <= now]
                 flushes = [t for t, due in self._flush_due.items() if due <= now]
-                if not beats and not flushes:
-                    if self._held or self._flush_due:
+                calls = [(k, self._calls[k]) for k, due in self._call_due.items() if due <= now]
+                if not beats and not flushes and not calls:
+                    if self._held or self._flush_due or self._calls:
                         idle_since = now
                     elif now - idle_since > BEATER_IDLE_S or self._storage() is None:
                         self._thread, self._wake_at = None, -1.0
                         return
-                    nxt = min([*self._due.values(), *self._flush_due.values()], default=now + BEATER_IDLE_S)
+                    dues = [*self._due.values(), *self._flush_due.values(), *self._call_due.values()]
+                    nxt = min(dues, default=now + BEATER_IDLE_S)
                     self._wake_at = nxt
                     self._cond.wait(min(max(nxt - now, 0.0) + 0.001, BEATER_IDLE_S))
                     self._wake_at = -1.0
@@ -285,8 +311,16 @@ class _Beater:
                     self._due[t] = now + interval if interval else float("inf")
                 for t in flushes:
                     del self._flush_due[t]
+                for k, (every, _) in calls:
+                    self._call_due[k] = now + every
                 self._busy.update(beats)
+                self._calling.update(k for k, _ in calls)
             try:
+                for k, (_, call) in calls:
+                    try:
+                        call()
+                    except Exception as exc:  # the call's own failure: it runs again at its next time
+                        _logger.warning("repeated call %r failed: %s", k, exc)
                 storage = self._storage()
                 if storage is not None:
                     for t in flushes:
@@ -300,6 +334,7 @@ class _Beater:
             finally:
                 with self._cond:
                     self._busy.difference_update(beats)
+                    self._calling.difference_update(k for k, _ in calls)
                     self._cond.notify_all()
 
 
@@ -520,6 +555,18 @@ class BatchedStorage(_CachedStorage):
         """End one :meth:`hold_heartbeat` of trial ``trial_id``."""
         self._beater.release(trial_id)
 
+    @contextlib.contextmanager
+    def repeating(self, interval: float, call: Callable[[], None]) -> Iterator[None]:
+        """Run ``call()`` every ``interval`` seconds on the heartbeat thread (:class:`_Beater`, no
+        thread of its own) until the block ends; the end waits for a call in flight. ``call``
+        handles its own errors."""
+        key = object()
+        self._beater.repeat(key, interval, call)
+        try:
+            yield
+        finally:
+            self._beater.cancel(key)
+
     def _flush_quietly(self, trial_id: int) -> None:
         """:meth:`flush_trial` from the beater thread: a failure is logged (the rows stay pending)."""
         try:
@@ -643,6 +690,14 @@ class BatchedStorage(_CachedStorage):
         if _only_waiting(states) and self._no_waiting_trial(study_id):
             return []  # Optuna's look for a WAITING trial to run: none, and no read of the study
         self._read_unless_read_once(study_id)
+        return self._as_read(study_id, deepcopy, states)
+
+    def trials_as_read(self, study_id: int) -> list[FrozenTrial]:
+        """The study's trials as its last read left them (this process's running trials as they are
+        now), without reading it: ``get_all_trials(study_id, deepcopy=False)`` but for the read."""
+        return self._as_read(study_id, False, None)
+
+    def _as_read(self, study_id: int, deepcopy: bool, states: Container[TrialState] | None) -> list[FrozenTrial]:
         with self._lock:
             listed = self._by_number.get(study_id, [])
             if states is not None and _only_unfinished(states):  # e.g. Optuna's look for WAITING
@@ -726,13 +781,38 @@ class BatchedStorage(_CachedStorage):
                 return True  # nothing committed by another connection since the last read
         return self._db(lambda: self._conns.read(self._conns.sql.waiting_after, {"sid": study_id, "after": seen})) is None
 
+    def unread_bound(self, study_id: int) -> int | None:
+        """At most how many trials of the study a read now would show changed (each could have
+        finished since the last read): the other processes' trials unfinished at that read, plus
+        the trials created since (one ``count(*)`` over the new trial ids, none where SQLite shows
+        no other connection committed). None when the study was not read yet or has numbers not
+        read. This process's own trials are known as they are (:meth:`trials_as_read`)."""
+        version = self._conns.version()
+        with self._lock:
+            seen = self._seen.get(study_id)
+            study = self._studies.get(study_id)
+            if seen is None or study is None or self._holes.get(study_id):
+                return None
+            if version is not None and self._verified.get(study_id) == version:
+                return 0
+            others = len(study.unfinished_trial_ids - self._open.keys())
+        new = self._db(lambda: self._conns.read(self._conns.sql.count_after, {"sid": study_id, "after": seen}))
+        return others + int(new or 0)
+
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+        """The backend's stale trials, at most once per heartbeat interval; with a backend that
+        judges leases from rows (``stale_among``), its rows come from one plain SQL statement
+        (``running_beats``) instead of Optuna's ORM queries."""
         interval = self.get_heartbeat_interval() or 0
         now = time.monotonic()
         if now - self._last_stale_check.get(study_id, -1e9) < interval:
             return []
         self._last_stale_check[study_id] = now
-        return super()._get_stale_trial_ids(study_id)
+        among = getattr(self._backend, "stale_among", None)
+        if among is None:
+            return super()._get_stale_trial_ids(study_id)
+        sql = self._conns.sql
+        return among(self._db(lambda: self._conns.rows(sql.running_beats, {"sid": study_id})))
 
 
 class _Sql:
@@ -802,6 +882,16 @@ class _Sql:
             .limit(1)
         )
         self.study_exists = sa.select(studies.c.study_id).where(studies.c.study_id == sid)
+        self.count_after = (
+            sa.select(sa.func.count())
+            .select_from(trials)
+            .where(trials.c.study_id == sid, trials.c.trial_id > sa.bindparam("after"))
+        )
+        self.running_beats = (  # each RUNNING trial, its last heartbeat (or none) and the database's time
+            sa.select(trials.c.trial_id, beats.c.heartbeat, sa.func.now())
+            .select_from(trials.outerjoin(beats, beats.c.trial_id == trials.c.trial_id))
+            .where(trials.c.study_id == sid, trials.c.state == TrialState.RUNNING)
+        )
         self.changed = _changed_trials(sa, models, trials, sid, dialect)
         self._direct: dict[tuple[int, tuple[str, ...], bool], _Direct] = {}
         self._dialect_name = dialect
@@ -815,6 +905,20 @@ class _Sql:
         found = self._direct.get(cache)
         if found is None:
             found = self._direct[cache] = _Direct(statement, dialect, keys, many)
+        return found
+
+    def direct_rows(self, insert: Any, dialect: Any, keys: tuple[str, ...], rows: int) -> _Direct:
+        """``insert`` for ``rows`` rows of parameters ``keys`` as ONE statement (a VALUES list,
+        parameters named ``<key>_r<row>``), run through the driver: psycopg's ``executemany``
+        costs about twice as much client CPU for the ten-odd rows of a trial. PostgreSQL only."""
+        import sqlalchemy as sa
+
+        cache = (id(insert), keys, ("rows", rows))
+        found = self._direct.get(cache)
+        if found is None:
+            table = insert.table
+            listed = [{k: sa.bindparam(f"{k}_r{i}", type_=table.c[k].type) for k in keys} for i in range(rows)]
+            found = self._direct[cache] = _Direct(insert.values(listed), dialect, (), False)
         return found
 
 
@@ -850,32 +954,40 @@ class _Direct:
 
     def run(self, conn: Any, params: dict[str, Any] | list[dict[str, Any]]) -> _Result:
         """Execute on ``conn``'s driver connection (``params``: one row, or a list of rows)."""
-        import psycopg
-        import sqlalchemy.exc
+        if isinstance(params, list) and len(params) == 1:
+            params = params[0]
+        if isinstance(params, list):
+            return driver_execute(conn.connection.dbapi_connection, self.dialect, self.sql, [self._params(p) for p in params])
+        return driver_execute(conn.connection.dbapi_connection, self.dialect, self.sql, self._params(params))
 
-        raw = conn.connection.dbapi_connection
-        cursor = raw.cursor()
-        try:
-            if isinstance(params, list) and len(params) == 1:
-                params = params[0]
-            if isinstance(params, list):
-                cursor.executemany(self.sql, [self._params(p) for p in params])
-                rows: list[Any] = []
-            else:
-                cursor.execute(self.sql, self._params(params))
-                rows = cursor.fetchall() if cursor.description is not None else []
-            return _Result(rows, cursor.rowcount)
-        except psycopg.Error as exc:
-            raise sqlalchemy.exc.DBAPIError.instance(
-                self.sql,
-                params,
-                exc,
-                psycopg.Error,
-                connection_invalidated=self.dialect.is_disconnect(exc, raw, cursor),
-                dialect=self.dialect,
-            ) from exc
-        finally:
-            cursor.close()
+
+def driver_execute(raw: Any, dialect: Any, sql: str, params: dict[str, Any] | list[dict[str, Any]]) -> _Result:
+    """Run ``sql`` (psycopg's ``%(name)s`` placeholders) on psycopg connection ``raw`` (a list of
+    ``params``: once per row), errors raised as SQLAlchemy raises them (``OperationalError`` with
+    ``connection_invalidated``...), so that the outage retry sees a lost connection as before."""
+    import psycopg
+    import sqlalchemy.exc
+
+    cursor = raw.cursor()
+    try:
+        if isinstance(params, list):
+            cursor.executemany(sql, params)
+            rows: list[Any] = []
+        else:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall() if cursor.description is not None else []
+        return _Result(rows, cursor.rowcount)
+    except psycopg.Error as exc:
+        raise sqlalchemy.exc.DBAPIError.instance(
+            sql,
+            params,
+            exc,
+            psycopg.Error,
+            connection_invalidated=dialect.is_disconnect(exc, raw, cursor),
+            dialect=dialect,
+        ) from exc
+    finally:
+        cursor.close()
 
 
 class _Result:
@@ -902,6 +1014,10 @@ def _execute(conns: _Connections, conn: Any, statement: Any, params: dict[str, A
     """``conn.execute(statement, params)``; on PostgreSQL through the driver (:class:`_Direct`)."""
     first = params[0] if isinstance(params, list) else params
     many = isinstance(params, list) and len(params) > 1
+    if many and conn.dialect.name == "postgresql" and getattr(statement, "is_insert", False):
+        keys = tuple(sorted(first))
+        rows = conns.sql.direct_rows(statement, conn.dialect, keys, len(params))
+        return rows.run(conn, {f"{k}_r{i}": row[k] for i, row in enumerate(params) for k in keys})
     direct = conns.sql.direct(statement, conn.dialect, tuple(sorted(first)), many)
     if direct is None:
         return conn.execute(statement, params)
@@ -1079,6 +1195,11 @@ class _Connections:
         """The scalar result of one read-only ``statement``."""
         with self.reading() as conn:
             return _execute(self, conn, statement, params).scalar()
+
+    def rows(self, statement: Any, params: dict[str, Any]) -> list[Any]:
+        """The rows of one read-only ``statement``."""
+        with self.reading() as conn:
+            return list(_execute(self, conn, statement, params).all())
 
     def version(self) -> tuple[int, int] | None:
         """A value that is the same at two calls only if no other connection committed to the
@@ -1343,6 +1464,13 @@ def _upsert_attrs(conns: _Connections, conn: Any, model: Any, trial_id: int, att
     for row in rows:  # other databases: delete and insert
         conn.execute(sqlalchemy.delete(table).where(table.c.trial_id == trial_id, table.c.key == row["key"]))
         conn.execute(sqlalchemy.insert(table), [row])
+
+
+def running_beats(engine: Any, study_id: int) -> list[Any]:
+    """Each RUNNING trial of a study (id), its last heartbeat (None without one) and the database's
+    time now, in one statement on a connection of ``engine``."""
+    with engine.connect() as conn:
+        return list(conn.execute(_sql(engine.dialect.name).running_beats, {"sid": study_id}).all())
 
 
 def write_attr(conns: _Connections, trial_id: int, key: str, value: Any) -> None:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ciq_optuna.study._optuna import trials_of_this_trial
+from ciq_optuna.study._optuna import BatchedStorage, storage_of, study_id_of, trials_of_this_trial
 
 Objective = Callable[[optuna.trial.Trial], "float | Sequence[float]"]
 
@@ -124,11 +124,40 @@ _COUNTERS_LOCK = threading.Lock()
 def budget_status(study: optuna.Study) -> dict[str, int]:
     """Counts over the whole study: ``done`` (counted), ``running``, ``waiting``, ``stale``
     (FAIL left by a dead worker) and ``cancelled``."""
+    return _counter_of(study).status(study.get_trials(deepcopy=False))
+
+
+def _counter_of(study: optuna.Study) -> _StatusCounter:
     with _COUNTERS_LOCK:
         counter = _COUNTERS.get(study)
         if counter is None:
             counter = _COUNTERS[study] = _StatusCounter()
-    return counter.status(study.get_trials(deepcopy=False))
+    return counter
+
+
+def done_reaches(study: optuna.Study, target: int) -> bool:
+    """``budget_status(study)["done"] >= target``, reading the study only when the trials that
+    changed since its last read could bring the count of the trials as read up to ``target``."""
+    return _reaches(study, target, ("done",))
+
+
+def held_reaches(study: optuna.Study, target: int) -> bool:
+    """Whether at least ``target`` trials hold a slot (:func:`claims_slot`: counted, RUNNING or
+    WAITING), reading the study only when the trials changed since its last read could reach it."""
+    return _reaches(study, target, ("done", "running", "waiting"))
+
+
+def _reaches(study: optuna.Study, target: int, keys: tuple[str, ...]) -> bool:
+    storage = storage_of(study)
+    if isinstance(storage, BatchedStorage):
+        study_id = study_id_of(study)
+        bound = storage.unread_bound(study_id)
+        if bound is not None:
+            known = _counter_of(study).status(storage.trials_as_read(study_id))
+            if sum(known[k] for k in keys) + bound < target:
+                return False
+    status = budget_status(study)
+    return sum(status[k] for k in keys) >= target
 
 
 def cancel_left_waiting(study: optuna.Study) -> int:

@@ -38,7 +38,14 @@ import optuna
 import sqlalchemy
 from optuna.trial import FrozenTrial
 
-from ciq_optuna.study._optuna import get_heartbeat_thread, read_study_once, storage_of, trial_id_of
+from ciq_optuna.study._optuna import (
+    BatchedStorage,
+    driver_execute,
+    get_heartbeat_thread,
+    read_study_once,
+    storage_of,
+    trial_id_of,
+)
 from ciq_optuna.study.storage import redact, sqlite_path
 
 #: Seconds between two looks at the study while other workers hold the remaining budget.
@@ -78,6 +85,7 @@ class PlanLock:
     """A lock shared by every process working on one study (see the module docstring)."""
 
     def __init__(self, storage: optuna.storages.BaseStorage, study_name: str) -> None:
+        self._storage = storage
         backend = _backend(storage)
         self._retrying = getattr(backend, "retrying", lambda call: call())
         engine = getattr(backend, "engine", None)
@@ -133,8 +141,12 @@ class PlanLock:
                 conn.close()
 
     def _execute(self, sql: str) -> None:
+        """Run ``sql`` (``%(k)s``: the lock's key) through psycopg itself, as the storage's own
+        statements run (SQLAlchemy's execution costs more than the statement); errors come as
+        SQLAlchemy's, so the outage retry sees a lost connection."""
         try:
-            self._connection().execute(sqlalchemy.text(sql), {"k": self._key})
+            conn = self._connection()
+            driver_execute(conn.connection.dbapi_connection, conn.dialect, sql, {"k": self._key})
         except Exception:
             self._drop_connection()
             raise
@@ -146,24 +158,43 @@ class PlanLock:
             try:
                 self._execute(
                     f"SELECT set_config('idle_session_timeout', '{int(PLAN_LOCK_LEASE_S * 1000)}', false), "
-                    "pg_advisory_lock(:k)"
+                    "pg_advisory_lock(%(k)s)"
                 )
                 return
             except sqlalchemy.exc.ProgrammingError:  # PostgreSQL before 14
                 self._leased = False
                 _logger.warning("the server has no idle_session_timeout: the planning lock has no lease")
-        self._execute("SELECT pg_advisory_lock(:k)")
+        self._execute("SELECT pg_advisory_lock(%(k)s)")
 
     def _release(self) -> None:
         """Release the lock and end the lease (the session then waits for the next hold): one statement."""
         if self._leased:
-            self._execute("SELECT pg_advisory_unlock(:k), set_config('idle_session_timeout', '0', false)")
+            self._execute("SELECT pg_advisory_unlock(%(k)s), set_config('idle_session_timeout', '0', false)")
         else:
-            self._execute("SELECT pg_advisory_unlock(:k)")
+            self._execute("SELECT pg_advisory_unlock(%(k)s)")
 
     @contextlib.contextmanager
     def _postgres(self) -> Iterator[None]:
         self._retrying(self._acquire)
+        try:
+            with self._renewing():
+                yield
+        finally:
+            try:
+                self._release()
+            except Exception as exc:  # the session is gone, and the lock with it
+                _logger.debug("planning lock on %s released with its session: %s", redact(self._url), exc)
+
+    def _renewing(self) -> contextlib.AbstractContextManager[None]:
+        """Renew the lease every ``PLAN_LOCK_RENEW_S`` seconds during the block: on the storage's
+        heartbeat thread (``BatchedStorage.repeating``, no thread start per hold), else on a thread
+        of its own."""
+        if isinstance(self._storage, BatchedStorage):
+            return self._storage.repeating(PLAN_LOCK_RENEW_S, self._renew_once)
+        return self._renewing_thread()
+
+    @contextlib.contextmanager
+    def _renewing_thread(self) -> Iterator[None]:
         stop = threading.Event()
         keeper = threading.Thread(target=self._renew, args=(stop,), name="ciq-plan-lock-lease", daemon=True)
         keeper.start()
@@ -172,18 +203,22 @@ class PlanLock:
         finally:
             stop.set()
             keeper.join()
-            try:
-                self._release()
-            except Exception as exc:  # the session is gone, and the lock with it
-                _logger.debug("planning lock on %s released with its session: %s", redact(self._url), exc)
 
     def _renew(self, stop: threading.Event) -> None:
         while not stop.wait(PLAN_LOCK_RENEW_S):
-            try:
-                self._execute("SELECT 1")
-            except Exception as exc:
-                _logger.warning("planning lock lease on %s lost: %s", redact(self._url), exc)
+            if not self._renew_once():
                 return
+
+    def _renew_once(self) -> bool:
+        """Touch the lock's session (its lease); False when that failed (the lease is lost)."""
+        if self._conn is None:  # lost already: a new session would not hold the lock
+            return False
+        try:
+            self._execute("SELECT 1")
+        except Exception as exc:
+            _logger.warning("planning lock lease on %s lost: %s", redact(self._url), exc)
+            return False
+        return True
 
 
 class LockedSampler(optuna.samplers.BaseSampler):

@@ -22,6 +22,7 @@ the default SQLite file. A URL may carry a password: show it only through :func:
 
 from __future__ import annotations
 
+import datetime
 import functools
 import logging
 import math
@@ -32,7 +33,7 @@ import sqlite3
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,7 +44,7 @@ from sqlalchemy.engine import make_url
 
 from ciq_optuna.errors import CiqError
 from ciq_optuna.samplers._genetic import CLAIM_ATTR
-from ciq_optuna.study._optuna import BatchedStorage, models, scoped_session
+from ciq_optuna.study._optuna import BatchedStorage, running_beats
 
 #: Environment variable holding the storage URL (keeps the password off the command line).
 STORAGE_ENV = "CIQ_OPTUNA_STORAGE"
@@ -287,9 +288,20 @@ class ResilientRDBStorage(optuna.storages.RDBStorage):
             self._back()
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+        return self.stale_among(self.retrying(lambda: running_beats(self.engine, study_id)))
+
+    def stale_among(self, rows: Iterable[Sequence[Any]]) -> list[int]:
+        """The trials whose lease expired among ``rows`` (``running_beats``: each RUNNING trial of a
+        study, its last heartbeat or None, the database's time): a heartbeat older than
+        ``grace_period`` (Optuna's rule, on the database's clock), or no heartbeat while this
+        process has seen the trial for ``grace_period`` seconds; none shortly after an outage."""
         grace = self.grace_period if self.grace_period is not None else 2 * (self.heartbeat_interval or 0)
-        beaten = self.retrying(lambda: optuna.storages.RDBStorage._get_stale_trial_ids(self, study_id))
-        unbeaten = self.retrying(lambda: self._running_without_heartbeat(study_id))
+        beaten, unbeaten = [], []
+        for trial_id, beat, now_db in rows:
+            if beat is None:
+                unbeaten.append(trial_id)
+            elif now_db.replace(tzinfo=None) - beat > datetime.timedelta(seconds=grace):
+                beaten.append(trial_id)
         now = time.monotonic()
         with self._state_lock:
             if now - self._reconnected_at < grace + 2 * RETRY_MAX_S:
@@ -297,18 +309,6 @@ class ResilientRDBStorage(optuna.storages.RDBStorage):
             self._unbeaten = {t: self._unbeaten.get(t, now) for t in unbeaten}
             expired = [t for t, seen in self._unbeaten.items() if now - seen > grace]
         return beaten + expired
-
-    def _running_without_heartbeat(self, study_id: int) -> list[int]:
-        trials, beats = models.TrialModel, models.TrialHeartbeatModel
-        with scoped_session(self.scoped_session) as session:
-            rows = (
-                session.query(trials.trial_id)
-                .outerjoin(beats, beats.trial_id == trials.trial_id)
-                .filter(trials.study_id == study_id, trials.state == TrialState.RUNNING)
-                .filter(beats.trial_heartbeat_id.is_(None))
-                .all()
-            )
-        return [row[0] for row in rows]
 
 
 def _retried(name: str) -> Callable[..., Any]:
