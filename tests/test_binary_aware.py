@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -310,3 +311,28 @@ def test_tune_skips_compiles_records_them_and_reports_the_work_saved(tmp_path: P
         assert source.user_attrs["binary_hash"] == t.user_attrs["predicted_binary"]
         assert "binary_hash" not in t.user_attrs
     assert not result.best[0].user_attrs.get("skipped_compile")
+
+
+def test_a_gene_switched_on_by_a_move_is_planned_so_no_configuration_runs_twice() -> None:
+    """Controls whose value is suggested only when their switch is on (``x.passed``, then ``x``):
+    a child of a parent with the switch off that turns it on gets the value in its plan, not from
+    the random sampler when the objective asks, so the plan is the configuration that runs and a
+    finished one is not proposed again (before: up to 35 of 60 trials repeated one)."""
+
+    def objective(trial: optuna.Trial) -> float:
+        a = trial.suggest_int("a", 0, 3)
+        xs = []
+        for name in ("x", "y", "z"):
+            on = trial.suggest_categorical(f"{name}.passed", [False, True])
+            xs.append(trial.suggest_int(name, 0, 5) if on else -1)
+        c = trial.suggest_categorical("c", ["p", "q"])
+        trial.set_user_attr("binary_hash", f"{a}-{xs}")
+        return (a - 2) ** 2 + abs(xs[0] - 4) + (xs[1] != -1) + 0.5 * (c == "q")
+
+    for seed in (0, 4, 5):
+        study = optuna.create_study(sampler=GeneticSampler(seed=seed, pool_size=8))
+        study.optimize(objective, n_trials=60)
+        assert len({tuple(sorted(t.params.items())) for t in study.trials}) == len(study.trials)
+        for t in study.trials[8:]:
+            plan = json.loads(t.system_attrs["GeneticSampler:key"])
+            assert {k: plan.get(k) for k in t.params} == t.params

@@ -517,6 +517,16 @@ class GeneticSampler(BaseGASampler):
             codes[np.isnan(q_codes) | np.isin(q_codes, off), j] = math.nan
         return codes
 
+    def _complete(self, cands: np.ndarray) -> np.ndarray:
+        """In a binary-aware study, the genes that candidates leave open (absent in the trial
+        they come from, e.g. switched on by the move) drawn now, as the random sampler would draw
+        them when the objective asks (the caller projects them on the conditions): the plan is
+        then the whole configuration the objective runs, so its binary can be predicted and a
+        finished configuration is not proposed again."""
+        if not self._binaries.active or not np.isnan(cands).any():
+            return cands
+        return np.where(np.isnan(cands), self._random_genomes(len(cands)), cands)
+
     def _decode(self, row: np.ndarray) -> dict[str, Any]:
         genes = self._genes
         return {name: genes[name].decode(c) for name, c in zip(self._names, row.tolist()) if c == c}
@@ -850,6 +860,8 @@ class GeneticSampler(BaseGASampler):
                 cands = self._random_genomes(64 if attempt < 5 else 512)
                 if self._g0_sobol and not evolve and attempt == 0:
                     cands[0] = self._sobol.row(number, self._kind, self._nval)
+            if not fixed:
+                cands = self._complete(cands)
             for j in self._snap_cols:
                 cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
             if len(fixed_cols):
@@ -927,7 +939,7 @@ class GeneticSampler(BaseGASampler):
         """The unseen ``depth``-gene neighbours of ``row`` that local search may take (see
         :meth:`_local`), and the share of its neighbourhood already in the study."""
         d = len(self._names)
-        cands = self._neighbours(row, depth)
+        cands = self._complete(self._neighbours(row, depth))
         for j in self._snap_cols:
             cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
         cands = self._project(cands)
