@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> None:
         for case in (int(c) for c in args.cases.split(",")):
             for budget in (int(b) for b in args.trials.split(",")):
                 for seed in range(lo, hi):
-                    for variant in VARIANTS:
+                    for variant in args.variants.split(","):
                         tree = args.base if variant == "base" else str(ROOT)
                         env = {**os.environ, "PYTHONPATH": tree}
                         cmd = [sys.executable, __file__, "one", str(case), str(budget), str(seed), variant]
@@ -115,6 +115,7 @@ def main() -> None:
     r.add_argument("--trials", default="64,128")
     r.add_argument("--seeds", default="100:120", help="first:last+1")
     r.add_argument("--compile-cache", default=None)
+    r.add_argument("--variants", default=",".join(VARIANTS), help="of base,new,unaware")
     r.add_argument("--out", required=True)
     o = sub.add_parser("one")
     o.add_argument("case", type=int)

@@ -278,6 +278,7 @@ class GeneticSampler(BaseGASampler):
         self._check_rate = _CHECK_RATE
         self._untested_check_rate = _UNTESTED_CHECK_RATE
         self._avoid_repeats = False  # True: prefer children not predicted to repeat a binary
+        self._ls_avoid_repeats = True  # local search: prefer moves not predicted to repeat a binary
         self._lock = threading.RLock()
         self._plans: dict[int, dict[str, Any] | _Exhausted] = {}
         self._reset(None)
@@ -843,7 +844,7 @@ class GeneticSampler(BaseGASampler):
             if local is not None:
                 guess = self._binaries.predict(local) if self._binaries.active else [None] * len(local)
                 new = [i for i, p in enumerate(guess) if p is None]
-                if 0 < len(new) < len(local):  # a move of a gene inert here teaches nothing
+                if self._ls_avoid_repeats and 0 < len(new) < len(local):  # a move of a gene inert here teaches nothing
                     local, guess = local[new], [None] * len(new)
                 i = int(np.argmin(self._knn_score(local, order))) if len(local) > 1 else 0
                 return self._decode(local[i]), guess[i]
