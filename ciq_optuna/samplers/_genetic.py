@@ -944,7 +944,9 @@ class GeneticSampler(BaseGASampler):
         for j in self._snap_cols:
             cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
         cands = self._project(cands)
-        new = _unseen(_keys(cands, self._integral(d)), taken, set())
+        # as the compile objective will run them: a move of a gene it will not use is no move
+        as_run = _keys(self._binaries.project(cands)) if self._binaries.active else None
+        new = _unseen(_keys(cands, self._integral(d)), taken, set(), as_run)
         done = 1.0 - len(new) / len(cands) if len(cands) else 1.0
         if not new:
             return cands[:0], done
