@@ -336,6 +336,7 @@ def test_a_gene_switched_on_by_a_move_is_planned_so_no_configuration_runs_twice(
     for seed, keep in itertools.product((0, 4, 5), (True, False)):
         sampler = GeneticSampler(seed=seed, pool_size=8)
         sampler._ls_avoid_repeats = keep  # False: local moves predicted to repeat are proposed too
+        sampler._complete_plans = True
         study = optuna.create_study(sampler=sampler)
         study.optimize(objective, n_trials=60)
         assert len({tuple(sorted(t.params.items())) for t in study.trials}) == len(study.trials)

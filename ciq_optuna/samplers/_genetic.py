@@ -279,6 +279,7 @@ class GeneticSampler(BaseGASampler):
         self._untested_check_rate = _UNTESTED_CHECK_RATE
         self._avoid_repeats = False  # True: prefer children not predicted to repeat a binary
         self._ls_avoid_repeats = True  # local search: prefer moves not predicted to repeat a binary
+        self._complete_plans = True  # binary-aware: plans carry the genes a move switches on (_complete)
         self._lock = threading.RLock()
         self._plans: dict[int, dict[str, Any] | _Exhausted] = {}
         self._reset(None)
@@ -524,7 +525,7 @@ class GeneticSampler(BaseGASampler):
         them when the objective asks (the caller projects them on the conditions): the plan is
         then the whole configuration the objective runs, so its binary can be predicted and a
         finished configuration is not proposed again."""
-        if not self._binaries.active or not np.isnan(cands).any():
+        if not self._complete_plans or not self._binaries.active or not np.isnan(cands).any():
             return cands
         return np.where(np.isnan(cands), self._random_genomes(len(cands)), cands)
 
