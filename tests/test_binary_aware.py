@@ -360,6 +360,7 @@ def test_local_moves_that_only_change_a_gene_the_objective_will_not_ask_are_no_m
         return abs(a - 2) + x + y
 
     sampler = GeneticSampler(seed=1, pool_size=8)
+    sampler._complete_plans = True
     study = optuna.create_study(sampler=sampler)
     study.optimize(objective, n_trials=16)
     best = sampler._x[sampler._order()[0], : len(sampler._names)].copy()

@@ -278,8 +278,11 @@ class GeneticSampler(BaseGASampler):
         self._check_rate = _CHECK_RATE
         self._untested_check_rate = _UNTESTED_CHECK_RATE
         self._avoid_repeats = False  # True: prefer children not predicted to repeat a binary
-        self._ls_avoid_repeats = True  # local search: prefer moves not predicted to repeat a binary
-        self._complete_plans = True  # binary-aware: plans carry the genes a move switches on (_complete)
+        # local search: prefer moves not predicted to repeat a binary (False: measured, not adopted)
+        self._ls_avoid_repeats = True
+        # binary-aware: plans carry the genes a move switches on (_complete), and local moves are
+        # compared with the study as the objective runs them; off: measured, not adopted (BENCHMARKS.md)
+        self._complete_plans = False
         self._lock = threading.RLock()
         self._plans: dict[int, dict[str, Any] | _Exhausted] = {}
         self._reset(None)
@@ -946,7 +949,7 @@ class GeneticSampler(BaseGASampler):
             cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
         cands = self._project(cands)
         # as the compile objective will run them: a move of a gene it will not use is no move
-        as_run = _keys(self._binaries.project(cands)) if self._binaries.active else None
+        as_run = _keys(self._binaries.project(cands)) if self._complete_plans and self._binaries.active else None
         new = _unseen(_keys(cands, self._integral(d)), taken, set(), as_run)
         done = 1.0 - len(new) / len(cands) if len(cands) else 1.0
         if not new:
