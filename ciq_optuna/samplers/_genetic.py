@@ -523,7 +523,7 @@ class GeneticSampler(BaseGASampler):
         return codes
 
     def _complete(self, cands: np.ndarray) -> np.ndarray:
-        """In a binary-aware study, the genes that candidates leave open (absent in the trial
+        """With ``_complete_plans``, in a binary-aware study: the genes that candidates leave open (absent in the trial
         they come from, e.g. switched on by the move) drawn now, as the random sampler would draw
         them when the objective asks (the caller projects them on the conditions): the plan is
         then the whole configuration the objective runs, so its binary can be predicted and a
