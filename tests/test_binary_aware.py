@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +11,7 @@ import optuna
 import pytest
 
 from ciq_optuna.compilers.locate import find_compiler
-from ciq_optuna.samplers import GeneticSampler, _binaries
+from ciq_optuna.samplers import GeneticSampler, _binaries, _genetic
 from ciq_optuna.samplers._binaries import BinaryModel
 from ciq_optuna.tune import TuneConfig, tune
 
@@ -310,3 +312,62 @@ def test_tune_skips_compiles_records_them_and_reports_the_work_saved(tmp_path: P
         assert source.user_attrs["binary_hash"] == t.user_attrs["predicted_binary"]
         assert "binary_hash" not in t.user_attrs
     assert not result.best[0].user_attrs.get("skipped_compile")
+
+
+def test_a_gene_switched_on_by_a_move_is_planned_so_no_configuration_runs_twice() -> None:
+    """Controls whose value is suggested only when their switch is on (``x.passed``, then ``x``):
+    a child of a parent with the switch off that turns it on gets the value in its plan, not from
+    the random sampler when the objective asks, so the plan is the configuration that runs and a
+    finished one is not proposed again (before: up to 35 of 60 trials repeated one)."""
+
+    def objective(trial: optuna.Trial) -> float:
+        a = trial.suggest_int("a", 0, 3)
+        xs = []
+        for name in ("x", "y", "z"):
+            on = trial.suggest_categorical(f"{name}.passed", [False, True])
+            xs.append(trial.suggest_int(name, 0, 5) if on else -1)
+        c = trial.suggest_categorical("c", ["p", "q"])
+        # asked only where x or y is passed: no single gene decides it (the sampler's own rules
+        # do not learn it; the binary model's conditions do)
+        o = trial.suggest_categorical("o", [False, True]) if xs[0] >= 0 or xs[1] >= 0 else False
+        trial.set_user_attr("binary_hash", f"{a}-{xs}-{o}")
+        return (a - 2) ** 2 + abs(xs[0] - 4) + (xs[1] != -1) + 0.5 * (c == "q") + 0.1 * o
+
+    for seed, keep in itertools.product((0, 4, 5), (True, False)):
+        sampler = GeneticSampler(seed=seed, pool_size=8)
+        sampler._ls_avoid_repeats = keep  # False: local moves predicted to repeat are proposed too
+        sampler._complete_plans = True
+        study = optuna.create_study(sampler=sampler)
+        study.optimize(objective, n_trials=60)
+        assert len({tuple(sorted(t.params.items())) for t in study.trials}) == len(study.trials)
+        for t in study.trials[8:]:
+            plan = json.loads(t.system_attrs["GeneticSampler:key"])
+            # (o: the sampler's own single-gene conditions may leave it out of the plan)
+            assert {k: plan.get(k) for k in t.params if k != "o"} == {k: v for k, v in t.params.items() if k != "o"}
+
+
+def test_local_moves_that_only_change_a_gene_the_objective_will_not_ask_are_no_moves() -> None:
+    """``o`` is asked only where ``x`` or ``y`` is on (no single gene decides it, so the sampler's own
+    conditions keep it): at the best trial (both off) a local move of ``o`` alone would run the
+    best trial's configuration again."""
+
+    def objective(trial: optuna.Trial) -> float:
+        a = trial.suggest_int("a", 0, 30)
+        x = trial.suggest_categorical("x", [False, True])
+        y = trial.suggest_categorical("y", [False, True])
+        o = trial.suggest_categorical("o", ["u", "v", "w"]) if x or y else "-"
+        trial.set_user_attr("binary_hash", f"{a}-{x}-{y}-{o}")
+        return abs(a - 2) + x + y
+
+    sampler = GeneticSampler(seed=1, pool_size=8)
+    sampler._complete_plans = True
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(objective, n_trials=16)
+    best = sampler._x[sampler._order()[0], : len(sampler._names)].copy()
+    o = sampler._index["o"]
+    best[o] = 0.0  # a stale value of the unasked gene, as a filled plan carries it
+    taken = _genetic._Taken(sampler._taken_finished(), set())
+    moves, _ = sampler._local_moves(best, 1, sampler._order(), taken)
+    as_run = _genetic._keys(sampler._binaries.project(moves))
+    finished = _genetic._keys(sampler._binaries.project(sampler._x[: sampler._n, : len(sampler._names)]))
+    assert moves.shape[0] > 0 and not set(as_run) & set(finished)

@@ -278,6 +278,11 @@ class GeneticSampler(BaseGASampler):
         self._check_rate = _CHECK_RATE
         self._untested_check_rate = _UNTESTED_CHECK_RATE
         self._avoid_repeats = False  # True: prefer children not predicted to repeat a binary
+        # local search: prefer moves not predicted to repeat a binary (False: measured, not adopted)
+        self._ls_avoid_repeats = True
+        # binary-aware: plans carry the genes a move switches on (_complete), and local moves are
+        # compared with the study as the objective runs them; off: measured, not adopted (BENCHMARKS.md)
+        self._complete_plans = False
         self._lock = threading.RLock()
         self._plans: dict[int, dict[str, Any] | _Exhausted] = {}
         self._reset(None)
@@ -531,6 +536,16 @@ class GeneticSampler(BaseGASampler):
             q_codes = codes[:, q]
             codes[np.isnan(q_codes) | np.isin(q_codes, off), j] = math.nan
         return codes
+
+    def _complete(self, cands: np.ndarray) -> np.ndarray:
+        """With ``_complete_plans``, in a binary-aware study: the genes that candidates leave open (absent in the trial
+        they come from, e.g. switched on by the move) drawn now, as the random sampler would draw
+        them when the objective asks (the caller projects them on the conditions): the plan is
+        then the whole configuration the objective runs, so its binary can be predicted and a
+        finished configuration is not proposed again."""
+        if not self._complete_plans or not self._binaries.active or not np.isnan(cands).any():
+            return cands
+        return np.where(np.isnan(cands), self._random_genomes(len(cands)), cands)
 
     def _decode(self, row: np.ndarray) -> dict[str, Any]:
         genes = self._genes
@@ -849,7 +864,7 @@ class GeneticSampler(BaseGASampler):
             if local is not None:
                 guess = self._binaries.predict(local) if self._binaries.active else [None] * len(local)
                 new = [i for i, p in enumerate(guess) if p is None]
-                if 0 < len(new) < len(local):  # a move of a gene inert here teaches nothing
+                if self._ls_avoid_repeats and 0 < len(new) < len(local):  # a move of a gene inert here teaches nothing
                     local, guess = local[new], [None] * len(new)
                 i = int(np.argmin(self._knn_score(local, order))) if len(local) > 1 else 0
                 return self._decode(local[i]), guess[i]
@@ -866,6 +881,8 @@ class GeneticSampler(BaseGASampler):
                 cands = self._random_genomes(64 if attempt < 5 else 512)
                 if self._g0_sobol and not evolve and attempt == 0:
                     cands[0] = self._sobol.row(number, self._kind, self._nval)
+            if not fixed:
+                cands = self._complete(cands)
             for j in self._snap_cols:
                 cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
             if len(fixed_cols):
@@ -943,11 +960,13 @@ class GeneticSampler(BaseGASampler):
         """The unseen ``depth``-gene neighbours of ``row`` that local search may take (see
         :meth:`_local`), and the share of its neighbourhood already in the study."""
         d = len(self._names)
-        cands = self._neighbours(row, depth)
+        cands = self._complete(self._neighbours(row, depth))
         for j in self._snap_cols:
             cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
         cands = self._project(cands)
-        new = _unseen(_keys(cands, self._integral(d)), taken, set())
+        # as the compile objective will run them: a move of a gene it will not use is no move
+        as_run = _keys(self._binaries.project(cands)) if self._complete_plans and self._binaries.active else None
+        new = _unseen(_keys(cands, self._integral(d)), taken, set(), as_run)
         done = 1.0 - len(new) / len(cands) if len(cands) else 1.0
         if not new:
             return cands[:0], done

@@ -1,0 +1,138 @@
+"""Compile skips of full-space flag-only tunes: a base source tree against this one, side by side.
+
+    python benchmarks/compile_skips.py run --base /tmp/base --cases 1,3,5 --trials 64,128 \\
+        --seeds 100:120 --compile-cache /tmp/ptxas-cache --out /tmp/skips.jsonl
+    python benchmarks/compile_skips.py table /tmp/skips.jsonl
+
+``run`` tunes each case of ``tune_examples.CASES`` (single objective) with the real ptxas, per
+budget and seed three times in a row, each in its own process: the binary-aware sampler of the
+base tree (``--base``, put first on ``PYTHONPATH``), the binary-aware sampler of this tree, and the
+unaware sampler (``binary_attr=None``) of this tree; one JSON line per tune.  ``table`` prints,
+per case and budget, the medians over seeds: share of trials not compiled, compiles run, distinct
+binaries, configurations run twice, best value, runs as good as the unaware run of the same seed,
+and compiles until the unaware best was reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = ("base", "new", "unaware")
+
+
+def one(case: int, budget: int, seed: int, unaware: bool, cache: str | None) -> dict[str, Any]:
+    """One tune; its work-saved statistics, best value and the compile count to each best."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import tune_examples as te
+
+    import ciq_optuna.tune as tune_module
+    from ciq_optuna.samplers import GeneticSampler
+
+    if cache:
+        te._cache_compiles(Path(cache))
+    if unaware:
+        tune_module.make_sampler = lambda n, **kw: GeneticSampler(binary_attr=None, **kw)
+    kernel, arch, metrics = te.CASES[case]
+    res, wall = te._timed_tune(kernel, arch, metrics, argparse.Namespace(trials=budget, seed=seed))
+    trials = sorted(res.study.get_trials(deepcopy=False), key=lambda t: t.number)
+    configs = [tuple(sorted(t.params.items())) for t in trials]
+    skipped = [t for t in trials if t.user_attrs.get("skipped_compile")]
+    progress = []  # (compiles so far, value) at each compiled trial
+    for t in trials:
+        if "flags" in t.user_attrs and not t.user_attrs.get("skipped_compile") and t.values is not None:
+            progress.append((len(progress) + 1, t.values[0]))
+    return {
+        **res.stats["work_saved"],
+        "best": res.best[0].values[0],
+        "twice": len(configs) - len(set(configs)),
+        "skips_recorded": all("predicted_from" in t.user_attrs for t in skipped),
+        "progress": progress,
+        "wall": wall,
+    }
+
+
+def run(args: argparse.Namespace) -> None:
+    lo, hi = (int(s) for s in args.seeds.split(":"))
+    with open(args.out, "a") as out:
+        for case in (int(c) for c in args.cases.split(",")):
+            for budget in (int(b) for b in args.trials.split(",")):
+                for seed in range(lo, hi):
+                    for variant in args.variants.split(","):
+                        tree = args.base if variant == "base" else str(ROOT)
+                        env = {**os.environ, "PYTHONPATH": tree}
+                        cmd = [sys.executable, __file__, "one", str(case), str(budget), str(seed), variant]
+                        cmd += ["--compile-cache", args.compile_cache] if args.compile_cache else []
+                        got = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+                        row = json.loads(got.stdout.strip().splitlines()[-1])
+                        row.update(case=case, budget=budget, seed=seed, variant=variant)
+                        out.write(json.dumps(row) + "\n")
+                        out.flush()
+
+
+def table(path: str) -> None:
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from tune_examples import CASES
+
+    med = statistics.median
+    print(
+        "| kernel | arch | trials | sampler | seeds | not compiled (median share) | compiles run | distinct binaries "
+        "| configurations run twice | best (median) | as good as unaware | compiles to the unaware best (median) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    keys = sorted({(r["case"], r["budget"]) for r in rows})
+    for case, budget in keys:
+        runs = {v: {r["seed"]: r for r in rows if (r["case"], r["budget"], r["variant"]) == (case, budget, v)} for v in VARIANTS}
+        seeds = sorted(set.intersection(*(set(runs[v]) for v in VARIANTS)))
+        kernel, arch, _ = CASES[case]
+        for v in VARIANTS:
+            rs = [runs[v][s] for s in seeds]
+            targets = [runs["unaware"][s]["best"] for s in seeds]
+            same = sum(r["best"] <= t for r, t in zip(rs, targets, strict=True))
+            to = [next((c for c, val in r["progress"] if val <= t), float("inf")) for r, t in zip(rs, targets, strict=True)]
+            print(
+                f"| {kernel} | {arch} | {budget} | {v} | {len(rs)} "
+                f"| {100 * med(r['compiles_skipped'] / r['trials'] for r in rs):.0f}% "
+                f"| {med(r['compiles_run'] for r in rs):g} | {med(r['distinct_binaries'] for r in rs):g} "
+                f"| {med(r['twice'] for r in rs):g} | {med(r['best'] for r in rs):g} | {same}/{len(rs)} | {med(to):g} |"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--base", required=True, help="source tree of the base commit")
+    r.add_argument("--cases", default="1,3,5")
+    r.add_argument("--trials", default="64,128")
+    r.add_argument("--seeds", default="100:120", help="first:last+1")
+    r.add_argument("--compile-cache", default=None)
+    r.add_argument("--variants", default=",".join(VARIANTS), help="of base,new,unaware")
+    r.add_argument("--out", required=True)
+    o = sub.add_parser("one")
+    o.add_argument("case", type=int)
+    o.add_argument("budget", type=int)
+    o.add_argument("seed", type=int)
+    o.add_argument("variant", choices=VARIANTS)
+    o.add_argument("--compile-cache", default=None)
+    t = sub.add_parser("table")
+    t.add_argument("path")
+    args = parser.parse_args()
+    if args.cmd == "run":
+        run(args)
+    elif args.cmd == "one":
+        print(json.dumps(one(args.case, args.budget, args.seed, args.variant == "unaware", args.compile_cache)))
+    else:
+        table(args.path)
+
+
+if __name__ == "__main__":
+    main()
