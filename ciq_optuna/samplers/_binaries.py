@@ -398,19 +398,23 @@ class BinaryModel:
         if not conditions:
             return rows
         touched = np.zeros(len(rows), dtype=bool)
+        cleared: set[int] = set()
         for j, q, off in conditions:
             hit = (rows[:, None, q] == off).all(axis=2).any(axis=1) & (rows[:, j] >= 0)
-            rows[hit, j] = -1.0
-            touched |= hit
-        # a condition on a gene that is itself conditional: a second pass, over the rows the
-        # first changed (the others saw their final settings already)
-        again = np.flatnonzero(touched)
-        if len(again):
-            part = rows[again]
-            for j, q, off in conditions:
+            if hit.any():
+                rows[hit, j] = -1.0
+                touched |= hit
+                cleared.add(j)
+        # a condition on a gene that is itself conditional: a second pass, of the conditions on a
+        # gene the first cleared, over the rows it cleared (the others are as the first saw them)
+        again = [(j, q, off) for j, q, off in conditions if not cleared.isdisjoint(q)]
+        if again:
+            at = np.flatnonzero(touched)
+            part = rows[at]
+            for j, q, off in again:
                 hit = (part[:, None, q] == off).all(axis=2).any(axis=1)
                 part[hit & (part[:, j] >= 0), j] = -1.0
-            rows[again] = part
+            rows[at] = part
         return rows
 
 
