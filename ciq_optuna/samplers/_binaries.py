@@ -400,7 +400,7 @@ class BinaryModel:
         touched = np.zeros(len(rows), dtype=bool)
         cleared: set[int] = set()
         for j, q, off in conditions:
-            hit = (rows[:, None, q] == off).all(axis=2).any(axis=1) & (rows[:, j] >= 0)
+            hit = _settings_in(rows, q, off) & (rows[:, j] >= 0)
             if hit.any():
                 rows[hit, j] = -1.0
                 touched |= hit
@@ -412,7 +412,7 @@ class BinaryModel:
             at = np.flatnonzero(touched)
             part = rows[at]
             for j, q, off in again:
-                hit = (part[:, None, q] == off).all(axis=2).any(axis=1)
+                hit = _settings_in(part, q, off)
                 part[hit & (part[:, j] >= 0), j] = -1.0
             rows[at] = part
         return rows
@@ -663,6 +663,13 @@ class _Context:
         if gone:
             self.lo[q] = min((v for v in counts if v >= 0), default=np.inf)
             self.hi[q] = max((v for v in counts if v >= 0), default=-np.inf)
+
+
+def _settings_in(rows: np.ndarray, q: list[int], settings: np.ndarray) -> np.ndarray:
+    """Per row: whether its settings of genes ``q`` are one of ``settings`` (shape (1, k, len(q)))."""
+    if len(q) == 1:
+        return (rows[:, q[0], None] == settings.reshape(-1)).any(axis=1)
+    return (rows[:, None, q] == settings).all(axis=2).any(axis=1)
 
 
 def _codes(rows: np.ndarray) -> np.ndarray:
