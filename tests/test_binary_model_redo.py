@@ -22,8 +22,8 @@ def test_canonical_settings_after_partial_redo_equal_a_full_recompute(seed: int,
     redone: list[int | None] = []
     real = _binaries._rows_to_redo
 
-    def counted(old, new, rows):  # type: ignore[no-untyped-def]
-        at = real(old, new, rows)
+    def counted(old, new, rows, index=None):  # type: ignore[no-untyped-def]
+        at = real(old, new, rows, index)
         redone.append(None if at is None else len(at))
         return at
 

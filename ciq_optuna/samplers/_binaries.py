@@ -31,6 +31,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ciq_optuna.samplers._neighbours import Neighbours, mixed
+
 # Same-binary pairs differing in at most this many genes count as evidence that each of those
 # value changes is inert.
 _SAME_MAX_GENES = 4
@@ -77,11 +79,13 @@ class BinaryModel:
         self._failed: dict[int, int] = {}  # per gene: failed checks that blamed it
         self._together: set[tuple[int, int]] = set()  # genes seen changed together in an inert pair
         self._stale = True  # rules and index to be made from scratch
-        self._canon_rows = np.empty((0, 0))  # canonical settings of the indexed trials
+        self._canon = np.empty((0, 0))  # canonical settings of the indexed trials, then room
+        self._at_settings: dict[int, _AtSettings] = {}  # per gene with switches: trials per setting
         self._keys: list[tuple] = []
         self._groups: dict[tuple, _Group] = {}
         self._contexts: dict[int, _Context] = {}
         self._presence = _Presence()
+        self._near = Neighbours()
 
     @property
     def active(self) -> bool:
@@ -91,6 +95,11 @@ class BinaryModel:
     @property
     def n(self) -> int:
         return len(self._hash)
+
+    @property
+    def _canon_rows(self) -> np.ndarray:
+        """The canonical settings of the indexed trials (a view)."""
+        return self._canon[: len(self._keys)]
 
     def set_ordered(self, ordered: Sequence[bool]) -> None:
         """Which genes are ordered (integer ranges): their value classes are intervals."""
@@ -137,6 +146,7 @@ class BinaryModel:
         self._rows[k] = row
         self._hid[k] = h
         self._hash.append(h)
+        self._near.add(h, k)
         self._number.append(number)
         self._src.append(-1 if src is None else src)
         self._by_number.setdefault(number, k)
@@ -155,7 +165,7 @@ class BinaryModel:
         if n - done > _BULK:
             same, diff = _evidence_at_once(rows, hid, done)
         else:
-            same, diff = _evidence_one_by_one(rows, hid, done)
+            same, diff = _evidence_one_by_one(rows, hid, done, self._near)
         confirmed = [
             (k, src)
             for k, src in enumerate(self._src[done:n], start=done)
@@ -190,7 +200,9 @@ class BinaryModel:
         self._absorb()
         row, src = self._fill(codes), self._rows[i]
         changed = [int(j) for j in np.where(row != src)[0]]
-        suspects = [j for j in changed if self._untested(row, src, j)] or changed
+        self._refresh()
+        ordered = self._ordered_list()
+        suspects = [j for j in changed if self._untested(row, src, j, None, ordered)] or changed
         for j in suspects:
             self._diff.setdefault(int(j), []).append((*_pair(src[j], row[j]), int(i), -1))
             self._dirty.add(int(j))
@@ -221,21 +233,23 @@ class BinaryModel:
             self._genes = {}
             self._rules = {j: r for j in self._same if (r := self._rule(j)) is not None}
             self._dirty.clear()
-            self._canon_rows = self._canonical(self._rows[:n])
+            self._canon = self._canonical(self._rows[:n])
             self._keys, self._groups = [], {}
-            for i, key in enumerate(map(tuple, self._canon_rows.tolist())):
+            for i, key in enumerate(map(tuple, self._canon.tolist())):
                 self._keys.append(key)
                 self._groups.setdefault(key, _Group()).put(i, self._hash[i])
             self._stale = False
             self._contexts.clear()
+            self._at_settings.clear()
             return
         moved: set[int] = set()
+        moves: list[tuple[int, list[int], list[float], list[float]]] = []
         m = len(self._keys)
         for j in sorted(self._dirty):
             rule = self._rule(j)
             if rule == self._rules.get(j):
                 continue
-            at = _rows_to_redo(self._rules.get(j), rule, self._rows[:m])
+            at = _rows_to_redo(self._rules.get(j), rule, self._rows[:m], self._settings_index(j, rule))
             if rule is None:
                 del self._rules[j]
                 col = self._rows[:m, j]
@@ -249,8 +263,10 @@ class BinaryModel:
                 differs = col != self._canon_rows[at, j]
                 changed, col_changed = at[differs], col[differs]
             if len(changed):
-                self._canon_rows[changed, j] = col_changed
+                before = self._canon[changed, j]
+                self._canon[changed, j] = col_changed
                 moved.update(changed.tolist())
+                moves.append((j, changed.tolist(), before.tolist(), col_changed.tolist()))
         self._dirty.clear()
         for i in moved:
             key = tuple(self._canon_rows[i].tolist())
@@ -261,13 +277,27 @@ class BinaryModel:
             self._groups.setdefault(key, _Group()).put(i, self._hash[i])
         if n > m:
             canon = self._canonical(self._rows[m:n])
-            self._canon_rows = np.concatenate([self._canon_rows, canon]) if m else canon
+            if n > len(self._canon) or canon.shape[1] != self._canon.shape[1]:  # room doubles
+                grown = np.empty((max(n, 2 * len(self._canon)), canon.shape[1]))
+                if m:
+                    grown[:m] = self._canon[:m]
+                self._canon = grown
+            self._canon[m:n] = canon
             for i, key in enumerate(map(tuple, canon.tolist()), start=m):
                 self._keys.append(key)
                 self._groups.setdefault(key, _Group()).put(i, self._hash[i])
-        if moved:  # the contexts of the genes whose inert pairs hold a trial that moved
-            for j in [j for j in self._contexts if not moved.isdisjoint(self._genes[j].s_rows)]:
-                del self._contexts[j]
+        for ctx in self._contexts.values():  # the trials that moved, in the contexts holding them
+            for move in moves:
+                ctx.move(*move)
+
+    def _settings_index(self, j: int, rule: _GeneRule | None) -> _AtSettings | None:
+        """The index of the trials per setting of gene ``j``'s switches (those of ``rule``)."""
+        if rule is None or not rule.switches:
+            return None
+        index = self._at_settings.get(j)
+        if index is None or index.switches != rule.switches:
+            index = self._at_settings[j] = _AtSettings(rule.switches)
+        return index
 
     def predict(self, codes: np.ndarray) -> list[tuple[str, int, int] | None]:
         """For each configuration: (binary hash, number of a trial that compiled it, doubt)
@@ -284,6 +314,7 @@ class BinaryModel:
         if self._stale:  # the candidates had a gene no trial had
             self._refresh()
         canon = self._canonical(rows)
+        ordered = self._ordered_list()
         out: list[tuple[str, int, bool] | None] = []
         for row, mine, key in zip(rows, canon, map(tuple, canon.tolist()), strict=True):
             group = self._groups.get(key)
@@ -293,7 +324,7 @@ class BinaryModel:
             number = self._number[group.first]
             src = self._rows[self._by_number[number]]
             changed = np.where(row != src)[0].tolist()
-            doubt = int(any(self._untested(row, src, j, mine) for j in changed))
+            doubt = int(any(self._untested(row, src, j, mine, ordered) for j in changed))
             doubt += sum(self._failed.get(j, 0) for j in changed)
             if any((a, b) not in self._together for a in changed for b in changed if a < b):
                 doubt += _APART
@@ -308,19 +339,32 @@ class BinaryModel:
         rows = self._present(self._fill(codes))[..., : codes.shape[-1]]
         return np.where((rows < 0) & ~np.isnan(codes) & (codes >= 0), np.nan, codes)
 
-    def _untested(self, row: np.ndarray, src: np.ndarray, j: int, mine: np.ndarray | None = None) -> bool:
+    def _ordered_list(self) -> list[bool]:
+        """Per column of the rows: whether the gene is ordered (as :meth:`_is_ordered`)."""
+        ordered = self._ordered.tolist()[: self._rows.shape[1]]
+        return ordered + [False] * (self._rows.shape[1] - len(ordered))
+
+    def _untested(
+        self,
+        row: np.ndarray,
+        src: np.ndarray,
+        j: int,
+        mine: np.ndarray | None = None,
+        ordered: list[bool] | None = None,
+    ) -> bool:
         """Whether ``row``'s context is new to gene ``j`` (whose change from ``src`` is predicted
         inert): another gene takes a (canonical) setting never seen in ``j``'s inert pairs (for an
-        ordered gene: outside their range).  ``mine``: ``row``'s canonical settings if known."""
-        self._refresh()
+        ordered gene: outside their range).  ``mine``: ``row``'s canonical settings if known;
+        ``ordered``: which genes are ordered, if known (the model is then up to date)."""
+        if ordered is None:
+            self._refresh()
+            ordered = self._ordered_list()
         context = self._context(j)
         if context is None:
             return True
         if mine is None:
             mine = self._canonical(row[None, :])[0]
         width = len(context.values)
-        ordered = self._ordered[:width].tolist()  # as _is_ordered, one look per call
-        ordered += [False] * (width - len(ordered))
         lo, hi, values = context.lo, context.hi, context.values
         for q, v in enumerate(mine[:width].tolist()):
             if q == j:
@@ -350,10 +394,27 @@ class BinaryModel:
         register-usage level not offered at ``-O0``), so a planned configuration is compared as
         the objective will see it."""
         self._presence.conditions(self._rows, len(self._hash), self._width)
-        for _ in range(2):  # a condition on a gene that is itself conditional
-            for j, q, off in self._presence.absent_where():
-                hit = (rows[:, None, q] == off).all(axis=2).any(axis=1)
-                rows[hit & (rows[:, j] >= 0), j] = -1.0
+        conditions = self._presence.absent_where()
+        if not conditions:
+            return rows
+        touched = np.zeros(len(rows), dtype=bool)
+        cleared: set[int] = set()
+        for j, q, off in conditions:
+            hit = _settings_in(rows, q, off) & (rows[:, j] >= 0)
+            if hit.any():
+                rows[hit, j] = -1.0
+                touched |= hit
+                cleared.add(j)
+        # a condition on a gene that is itself conditional: a second pass, of the conditions on a
+        # gene the first cleared, over the rows it cleared (the others are as the first saw them)
+        again = [(j, q, off) for j, q, off in conditions if not cleared.isdisjoint(q)]
+        if again:
+            at = np.flatnonzero(touched)
+            part = rows[at]
+            for j, q, off in again:
+                hit = _settings_in(part, q, off)
+                part[hit & (part[:, j] >= 0), j] = -1.0
+            rows[at] = part
         return rows
 
 
@@ -474,7 +535,8 @@ class _Gene:
                 self._switch(rows, i, others, j)
             self.diff_at.setdefault((a, b), set()).add(i)
         sw = sorted(self.switches)
-        if sw != self.keyed_by:  # settings of new switches: group every pair again
+        regrouped = sw != self.keyed_by
+        if regrouped:  # settings of new switches: group every pair again
             self.keyed_by, self.pairs, self.blocked, self.classes = sw, {}, {}, {}
             new_same, new_diff = same, diff
         dirty: set[tuple] = set()
@@ -509,7 +571,9 @@ class _Gene:
         self.diff_pairs.update((a, b) for a, b, _, _ in diff[self.n_diff :])
         self.n_same, self.n_diff = len(same), len(diff)
         whole = self._whole(model, j, width)
-        return _GeneRule(sw, dict(self.classes), whole) if self.classes or whole is not None else None
+        if not self.classes and whole is None:
+            return None
+        return _GeneRule(sw, dict(self.classes), whole, None if regrouped else dirty)
 
     def _switch(self, rows: np.ndarray, i: int, others: set[int], j: int) -> None:
         changed = (rows[list(others)] != rows[i]).any(axis=0)
@@ -546,28 +610,66 @@ class _Gene:
 
 
 class _Context:
-    """Per column: the canonical settings seen in some trials (set, lowest and highest >= 0;
-    lowest > highest when none); dropped when the canonical settings of one of them change."""
+    """Per column: how many of some trials take each canonical setting (the settings seen: those
+    counted) and the lowest and highest setting >= 0 (lowest > highest when none), kept as
+    trials join and as their canonical settings change (:meth:`move`)."""
 
-    __slots__ = ("done", "values", "lo", "hi")
+    __slots__ = ("done", "rows", "values", "lo", "hi")
 
     def __init__(self, width: int) -> None:
         self.done = 0
-        self.values: list[set[float]] = [set() for _ in range(width)]
+        self.rows: set[int] = set()
+        self.values: list[dict[float, int]] = [{} for _ in range(width)]
         self.lo, self.hi = [np.inf] * width, [-np.inf] * width
 
     def extend(self, canon_rows: np.ndarray, order: list[int]) -> None:
         if self.done == len(order):
             return
-        block = np.sort(canon_rows[order[self.done :], : len(self.values)], axis=0)
+        new = order[self.done :]
         self.done = len(order)
-        lo = np.where(block >= 0, block, np.inf).min(axis=0).tolist()
-        hi = np.where(block >= 0, block, -np.inf).max(axis=0).tolist()
-        first = np.ones(block.shape, dtype=bool)  # each column's distinct settings, once
-        first[1:] = block[1:] != block[:-1]
-        for q, (col, new) in enumerate(zip(block.T, first.T, strict=True)):
-            self.values[q].update(col[new].tolist())
-            self.lo[q], self.hi[q] = min(self.lo[q], lo[q]), max(self.hi[q], hi[q])
+        self.rows.update(new)
+        block = canon_rows[new, : len(self.values)]
+        if len(new) > _FEW_ROWS:  # each column's distinct settings and their counts, sorted
+            block = np.sort(block, axis=0)
+            first = np.ones(block.shape, dtype=bool)
+            first[1:] = block[1:] != block[:-1]
+            for q, (col, starts) in enumerate(zip(block.T, first.T, strict=True)):
+                at = np.flatnonzero(starts)
+                self._count(q, col[at].tolist(), np.diff(np.append(at, len(col))).tolist())
+        else:
+            for q, col in enumerate(block.T.tolist()):
+                self._count(q, col, [1] * len(col))
+
+    def _count(self, q: int, settings: list[float], many: list[int]) -> None:
+        counts = self.values[q]
+        for v, c in zip(settings, many, strict=True):
+            counts[v] = counts.get(v, 0) + c
+            if v >= 0:
+                self.lo[q], self.hi[q] = min(self.lo[q], v), max(self.hi[q], v)
+
+    def move(self, q: int, trials: list[int], before: list[float], after: list[float]) -> None:
+        """Trials ``trials`` changed their canonical setting of column ``q``."""
+        if q >= len(self.values) or self.rows.isdisjoint(trials):
+            return
+        counts = self.values[q]
+        gone = False
+        for i, a, b in zip(trials, before, after, strict=True):
+            if i in self.rows:
+                counts[a] -= 1
+                if not counts[a]:
+                    del counts[a]
+                    gone = True
+                self._count(q, [b], [1])
+        if gone:
+            self.lo[q] = min((v for v in counts if v >= 0), default=np.inf)
+            self.hi[q] = max((v for v in counts if v >= 0), default=-np.inf)
+
+
+def _settings_in(rows: np.ndarray, q: list[int], settings: np.ndarray) -> np.ndarray:
+    """Per row: whether its settings of genes ``q`` are one of ``settings`` (shape (1, k, len(q)))."""
+    if len(q) == 1:
+        return (rows[:, q[0], None] == settings.reshape(-1)).any(axis=1)
+    return (rows[:, None, q] == settings).all(axis=2).any(axis=1)
 
 
 def _codes(rows: np.ndarray) -> np.ndarray:
@@ -627,15 +729,18 @@ class _GeneRule:
     """How one gene's values are canonicalised: value classes per setting of its switches, and
     where the gene is inert as a whole."""
 
-    __slots__ = ("switches", "maps", "whole", "_table")
+    __slots__ = ("switches", "maps", "whole", "changed", "_table")
 
     def __init__(
         self,
         switches: list[int],
         maps: dict[tuple, list[tuple[float, float, float]]],
         whole: tuple[int, np.ndarray, bool] | None,
+        changed: set[tuple] | None = None,
     ) -> None:
-        self.switches, self.maps, self.whole = switches, maps, whole
+        """``changed``: the settings of the switches whose classes may differ from the gene's
+        previous rule (None: any)."""
+        self.switches, self.maps, self.whole, self.changed = switches, maps, whole, changed
         self._table: _ClassTable | None = None
 
     def __eq__(self, other: object) -> bool:
@@ -730,11 +835,7 @@ class _ClassTable:
 
 def _row_hashes(rows: np.ndarray) -> np.ndarray:
     """A 64-bit hash of each row of floats (equal rows hash alike; -0.0 as 0.0)."""
-    x = np.ascontiguousarray(rows + 0.0).view(np.uint64)
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    x ^= x >> np.uint64(31)
-    return (x * _weights(rows.shape[-1])).sum(axis=-1, dtype=np.uint64)
+    return (mixed(rows) * _weights(rows.shape[-1])).sum(axis=-1, dtype=np.uint64)
 
 
 @functools.cache
@@ -743,7 +844,9 @@ def _weights(d: int) -> np.ndarray:
     return np.random.default_rng(d).integers(0, 2**63, d, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
 
 
-def _rows_to_redo(old: _GeneRule | None, new: _GeneRule | None, rows: np.ndarray) -> np.ndarray | None:
+def _rows_to_redo(
+    old: _GeneRule | None, new: _GeneRule | None, rows: np.ndarray, index: _AtSettings | None = None
+) -> np.ndarray | None:
     """The rows (ascending) whose canonical code of the gene can differ between rule ``old`` and
     ``new``: those whose switch settings have other value classes in ``new``, when only value
     classes of a few settings changed (the common case: one new inert pair merges two classes);
@@ -755,14 +858,40 @@ def _rows_to_redo(old: _GeneRule | None, new: _GeneRule | None, rows: np.ndarray
     a, b = old.whole, new.whole
     if (a is None) != (b is None) or (a is not None and (a[0] != b[0] or a[2] != b[2] or not np.array_equal(a[1], b[1]))):
         return None
-    keys = [key for key in old.maps.keys() | new.maps.keys() if old.maps.get(key) != new.maps.get(key)]
+    looked = old.maps.keys() | new.maps.keys() if new.changed is None else new.changed
+    keys = [key for key in looked if old.maps.get(key) != new.maps.get(key)]
     if len(keys) > _FEW_SETTINGS:
         return None
+    if index is not None and index.switches == old.switches:
+        return index.find(rows, keys)
     settings = rows[:, old.switches]
     hit = np.zeros(len(rows), dtype=bool)
     for key in keys:
         hit |= (settings == np.array(key)).all(axis=1)
     return np.nonzero(hit)[0]
+
+
+class _AtSettings:
+    """Hashes of every trial's settings of some genes (a gene's switches), extended as trials
+    come, to find the trials at a few settings in one vectorised pass."""
+
+    __slots__ = ("switches", "hashes")
+
+    def __init__(self, switches: list[int]) -> None:
+        self.switches = switches
+        self.hashes = np.empty(0, dtype=np.uint64)
+
+    def find(self, rows: np.ndarray, keys: list[tuple]) -> np.ndarray:
+        """The trials (ascending) among ``rows`` whose settings of the switches are one of ``keys``."""
+        upto = len(self.hashes)
+        if len(rows) > upto:
+            self.hashes = np.concatenate([self.hashes, _row_hashes(rows[upto:, self.switches])])
+        wanted = np.array(keys, dtype=float).reshape(len(keys), len(self.switches))
+        at = np.flatnonzero(np.isin(self.hashes[: len(rows)], _row_hashes(wanted)))
+        if not len(at):
+            return at
+        exact = set(map(tuple, wanted.tolist()))
+        return at[[key in exact for key in map(tuple, rows[at][:, self.switches].tolist())]]
 
 
 def _merge(
@@ -805,18 +934,25 @@ def _merge(
     return out
 
 
-def _evidence_one_by_one(rows: np.ndarray, hid: np.ndarray, done: int) -> tuple[np.ndarray, np.ndarray]:
+def _evidence_one_by_one(
+    rows: np.ndarray, hid: np.ndarray, done: int, near: Neighbours
+) -> tuple[np.ndarray, np.ndarray]:
     """The evidence of trials ``done`` onwards against every earlier one, trial by trial (a few
-    new trials): see :func:`_evidence_at_once`."""
+    new trials), comparing each only with the partners ``near`` finds: see
+    :func:`_evidence_at_once`."""
     same: list[tuple[int, int, int, int]] = []
     diff: list[tuple[int, int, int]] = []
     for k in range(done, len(rows)):
-        gap = rows[:k] != rows[k]
+        at = near.same_binary(int(hid[k]), k)
+        gap = rows[at] != rows[k]
         nd = gap.sum(axis=1)
-        for i in np.flatnonzero((hid[:k] == hid[k]) & (nd >= 1) & (nd <= _SAME_MAX_GENES)).tolist():
-            same.extend((k, 0, i, j) for j in np.flatnonzero(gap[i]).tolist())
-        for i in np.flatnonzero((hid[:k] != hid[k]) & (nd == 1)).tolist():
-            diff.append((k, i, int(np.flatnonzero(gap[i])[0])))
+        for p in np.flatnonzero((nd >= 1) & (nd <= _SAME_MAX_GENES)).tolist():
+            same.extend((k, 0, int(at[p]), j) for j in np.flatnonzero(gap[p]).tolist())
+        at = near.one_apart(rows, k)
+        gap = rows[:k] != rows[k] if at is None else rows[at] != rows[k]
+        other = (hid[:k] if at is None else hid[at]) != hid[k]
+        for p in np.flatnonzero(other & (gap.sum(axis=1) == 1)).tolist():
+            diff.append((k, p if at is None else int(at[p]), int(np.flatnonzero(gap[p])[0])))
     return np.array(same, dtype=np.int64).reshape(-1, 4), np.array(diff, dtype=np.int64).reshape(-1, 3)
 
 
