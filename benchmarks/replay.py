@@ -250,9 +250,7 @@ def replay(
     seconds spent outside the table look-up (the sampler's own time plus Optuna's); ``per_trial``
     and ``per_trial_cpu`` collect that time per trial, wall-clock and CPU of this thread."""
     run = _Run(space, sampler, n_objectives)
-    for _ in range(n_trials):
-        if not run.step():
-            break
+    run.steps(n_trials)
     if per_trial is not None:
         per_trial.extend(run.wall)
     if per_trial_cpu is not None:
@@ -269,6 +267,10 @@ class _Run:
         self.out: list = []
         self.wall: list[float] = []  # per trial: seconds outside the table look-up
         self.cpu: list[float] = []  # the same, CPU time of this thread
+
+    def steps(self, n: int) -> bool:
+        """Up to ``n`` ask/tell steps; False once the study has stopped."""
+        return all(self.step() for _ in range(n))
 
     def step(self) -> bool:
         """One ask/tell step; False once the study has stopped (nothing left to propose)."""
@@ -609,14 +611,12 @@ def cmd_timing(args: argparse.Namespace) -> None:
                 active = list(runs.values())
                 for start in range(0, n, args.interleave):
                     block = min(args.interleave, n - start)
-                    active = [run for run in active if all(run.step() for _ in range(block))]
+                    active = [run for run in active if run.steps(block)]
             else:
                 runs = {}
                 for name in names:
                     runs[name] = _Run(space, build_sampler(name, rep))
-                    for _ in range(n):
-                        if not runs[name].step():
-                            break
+                    runs[name].steps(n)
             for name, run in runs.items():
                 rec = {
                     "sampler": name,
