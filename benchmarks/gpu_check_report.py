@@ -91,7 +91,10 @@ def main() -> None:
     if args.nvcc_summary and args.nvcc_summary.is_file():
         rows.append(nvcc_row(args.nvcc_summary))
     if args.triton_storage:
-        rows.append(triton_row(args.triton_storage, args.triton_acf))
+        try:
+            rows.append(triton_row(args.triton_storage, args.triton_acf))
+        except Exception as exc:  # a run that stopped early leaves no study or no trials to report
+            print(f"Triton run: no result ({type(exc).__name__}: {exc})")
     print(table(rows))
 
 

@@ -560,10 +560,12 @@ def ptx_options(flags: Sequence[str]) -> str:
 
 def default_fp_fusion() -> bool:
     """Triton's default for ``enable_fp_fusion`` here (its knobs); passed explicitly so the value
-    is recorded and the same at run time whatever a later Triton's default is."""
+    is recorded and the same at run time whatever a later Triton's default is. Triton before 3.9
+    has no ``force_disable_fp_fusion`` knob."""
     from triton import knobs
 
-    return bool(knobs.language.default_fp_fusion and not knobs.language.force_disable_fp_fusion)
+    forced_off = getattr(knobs.language, "force_disable_fp_fusion", False)
+    return bool(knobs.language.default_fp_fusion and not forced_off)
 
 
 def compile_kernel(

@@ -103,6 +103,10 @@ def main() -> int:
     study = optuna.create_study(direction="minimize", sampler=sampler, study_name="nvcc-gemm")
     study.enqueue_trial(space.baseline_params())
     study.optimize(objective, n_trials=args.trials, catch=(CiqError,))
+    if not study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        first = study.trials[0].user_attrs.get("error", "no error recorded") if study.trials else "no trials"
+        print(f"tune_nvcc.py: error: no trial completed; the first failed with: {first}", file=sys.stderr)
+        return 1
     best = study.best_trial
     print(f"best trial {best.number}: time_ratio {best.value:.4f}, flags {best.user_attrs['flags']}")
     if args.summary:
