@@ -14,8 +14,9 @@
 # 4. `ciq-optuna validate` of both winners (fresh processes, Welch + Holm);
 # 5. a results table: baseline ms, best ms, speedup, validation verdict, trials, reused measurements.
 #
-# Each step has a time limit (seconds: TESTS_SECS, CUDA_SECS, TRITON_SECS, VALIDATE_SECS); a step
-# that fails or runs out of time is reported and the next one runs.
+# Each step has a time limit (seconds: TESTS_SECS, CUDA_SECS, TRITON_SECS, VALIDATE_SECS; 0 skips
+# the step); a step that fails or runs out of time is reported and the next one runs.
+# TRITON_COMPILE_SECS: the Triton tune's --timeout (per compile and per measurement).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,12 +28,17 @@ TESTS_SECS="${TESTS_SECS:-300}"
 CUDA_SECS="${CUDA_SECS:-300}"
 TRITON_SECS="${TRITON_SECS:-300}"
 VALIDATE_SECS="${VALIDATE_SECS:-120}"
+TRITON_COMPILE_SECS="${TRITON_COMPILE_SECS:-120}"
 mkdir -p "$OUT"
 cd "$ROOT"
 
 say() { printf '\n=== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 # limited SECONDS COMMAND...: the command under a time limit (killed with its children after it)
-limited() { local secs="$1"; shift; timeout --kill-after=10 "$secs" "$@"; }
+limited() {
+  local secs="$1"; shift
+  if [ "$secs" -le 0 ]; then echo "(skipped: its time limit is 0)"; return 0; fi
+  timeout --kill-after=10 "$secs" "$@"
+}
 
 say "GPU"
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader | tee "$OUT/gpu.txt"
@@ -74,7 +80,7 @@ PYEOF
 say "Triton kernel: matmul, meta-parameters + ptxas controls, $TRITON_TRIALS trials for time_ratio"
 TRITON_DB="sqlite:///$OUT/triton.db"
 limited "$TRITON_SECS" "$PY" -m ciq_optuna.cli tune examples/triton/matmul.py:matmul_kernel --arch "$ARCH" --minimize time_ratio \
-  --trials "$TRITON_TRIALS" --storage "$TRITON_DB" --acf "$OUT/matmul_kernel.acf" --timeout 180 \
+  --trials "$TRITON_TRIALS" --storage "$TRITON_DB" --acf "$OUT/matmul_kernel.acf" --timeout "$TRITON_COMPILE_SECS" \
   -v 2>&1 | tee "$OUT/triton.txt" || echo "(the Triton run failed: see $OUT/triton.txt)"
 
 say "CUDA kernel: sgemm.cu, ptxas controls through nvcc, $CUDA_TRIALS trials for time_ratio"

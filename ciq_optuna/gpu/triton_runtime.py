@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -92,8 +93,21 @@ def _evaluate(
     seeds: Sequence[int],
     options: TimingOptions,
 ) -> dict[str, Any]:
-    """Child side: compile every arm, check the candidate against the baseline, time them interleaved."""
+    """Child side: compile every arm, check the candidate against the baseline, time them interleaved.
+
+    ``phases`` in the result: seconds spent starting (imports, kernel file), compiling the arms,
+    checking outputs (inputs made, launched, compared) and timing, to show where an evaluation goes.
+    """
     from ciq_optuna.gpu.correctness import check_outputs
+
+    clock = time.perf_counter()
+    phases: dict[str, float] = {}
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        phases[name] = round(now - clock, 3)
+        clock = now
 
     for entry in reversed(sys_path):
         if entry not in sys.path:
@@ -102,6 +116,7 @@ def _evaluate(
     cupy.cuda.Device(options.device).use()
     kernel = load_kernel(kernel_ref)
     compiler = TritonCompiler(triton_ptxas(arch, ptxas), kernel, explicit_ptxas=ptxas is not None)
+    lap("start")
     runners = {}
     for name, (meta, flags) in arms.items():
         res = _compile(compiler, arch, meta, flags)
@@ -109,6 +124,7 @@ def _evaluate(
             raise MeasurementError("the candidate recompiled to another binary than the trial's")
         constexprs, _ = compiler.compile_options(meta, flags)
         runners[name] = (res.compiled, constexprs, meta)
+    lap("compile")
     stream = cupy.cuda.get_current_stream()
 
     def prepared(name: str, seed: int) -> tuple[Any, dict[str, Any]]:
@@ -133,6 +149,7 @@ def _evaluate(
         if "candidate" in outs:
             (expected, desc), (got, _) = outs["baseline"], outs["candidate"]
             check_outputs(expected, got, rtol=desc["rtol"], atol=desc["atol"], label=f"seed {seed}")
+    lap("check")
     flush = L2Flusher() if options.flush_l2 else None
     timed = {}
     for name in arms:
@@ -151,12 +168,14 @@ def _evaluate(
         timed[name] = arm
     m = measure_interleaved(timed, options.rule)
     summaries = m.summaries(percentile=options.percentile, outlier_k=options.outlier_k)
+    lap("timing")
     return {
         "summaries": {name: s.to_dict() for name, s in summaries.items()},
         "stop_reason": m.stop_reason,
         "rounds": m.rounds,
         "energy": None,
         "environment": environment(options.device),
+        "phases": phases,
     }
 
 
@@ -207,6 +226,7 @@ class TritonRuntimeMeasure:
     def evaluate(self, arms: dict[str, Arm], check_hash: str | None = None) -> dict[str, Any]:
         from ciq_optuna.gpu.objective import translate_failure
 
+        start = time.perf_counter()
         try:
             result = run_isolated(
                 _evaluate,
@@ -222,6 +242,7 @@ class TritonRuntimeMeasure:
             )
         except IsolatedFailure as exc:
             raise translate_failure(exc) from None
+        result["phases"] = {**result.get("phases", {}), "total": round(time.perf_counter() - start, 3)}
         self.last_result = result
         return result
 
@@ -242,6 +263,7 @@ class TritonRuntimeMeasure:
             "runtime_samples_ms": s["candidate"]["samples"],
             "baseline_samples_ms": s["baseline"]["samples"],
             "runtime_stop_reason": r["stop_reason"],
+            "runtime_phases_s": r.get("phases", {}),
             "gpu": r["environment"].get("gpu"),
         }
 
