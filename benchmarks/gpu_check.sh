@@ -100,7 +100,7 @@ fi
 
 say "gpu-marked tests"
 limited "$TESTS_SECS" "$PY" -m pytest -q -m gpu -p no:cacheprovider -o addopts= \
-  tests/test_gpu_device.py tests/test_check_gpu.py tests/test_gpu_triton.py 2>&1 | tee "$OUT/pytest-gpu.txt" \
+  tests/test_gpu_device.py tests/test_check_gpu.py tests/test_gpu_triton.py tests/test_gpu_correctness.py 2>&1 | tee "$OUT/pytest-gpu.txt" \
   || echo "(some gpu tests failed or ran out of time: see $OUT/pytest-gpu.txt)"
 
 say "results"

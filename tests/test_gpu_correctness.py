@@ -1,4 +1,4 @@
-"""Correctness gate: outputs compared with stated tolerances, one-line reasons (pure numpy)."""
+"""Correctness gate: outputs compared with stated tolerances, one-line reasons (numpy; cupy arrays on a GPU)."""
 
 from __future__ import annotations
 
@@ -51,3 +51,18 @@ def test_shape_and_dtype_and_count_mismatch():
 def test_check_outputs_raises_a_ciq_error():
     with pytest.raises(CorrectnessError, match="^wrong result: output 0"):
         check_outputs([np.zeros(3)], [np.ones(3)], rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.gpu
+def test_cupy_outputs_are_compared_on_the_gpu_with_the_same_verdicts(cupy_gpu) -> None:
+    """The same cases on the GPU (marker ``gpu``): cupy arrays give numpy's verdicts and messages."""
+    rng = np.random.default_rng(0)
+    e = rng.standard_normal((64, 32)).astype(np.float16)
+    g = e.copy()
+    g[3, 5] += np.float16(1.0)
+    cp = cupy_gpu
+    for expected, got in ([e, e.copy()], [e, g], [np.arange(10), np.arange(10)[::-1].copy()]):
+        host = compare_outputs([expected], [got], rtol=1e-2, atol=1e-2, label="seed 1")
+        assert compare_outputs([cp.asarray(expected)], [cp.asarray(got)], rtol=1e-2, atol=1e-2, label="seed 1") == host
+    assert "index (3, 5)" in compare_outputs([cp.asarray(e)], [cp.asarray(g)], rtol=1e-2, atol=1e-2)
+    assert "shape" in compare_outputs([cp.asarray(e)], [cp.asarray(e[:3])], rtol=0, atol=0)

@@ -145,7 +145,7 @@ def _evaluate(
                 raise LaunchError(
                     f"{name} failed on input seed {seed}: {type(exc).__name__}: {exc}"
                 ) from None
-            outs[name] = ([cupy.asnumpy(desc["args"][o]) for o in desc["outputs"]], desc)
+            outs[name] = ([desc["args"][o] for o in desc["outputs"]], desc)  # compared on the GPU
         if "candidate" in outs:
             (expected, desc), (got, _) = outs["baseline"], outs["candidate"]
             check_outputs(expected, got, rtol=desc["rtol"], atol=desc["atol"], label=f"seed {seed}")
