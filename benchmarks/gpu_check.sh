@@ -16,7 +16,7 @@
 #
 # Each step has a time limit (seconds: TESTS_SECS, CUDA_SECS, TRITON_SECS, VALIDATE_SECS; 0 skips
 # the step); a step that fails or runs out of time is reported and the next one runs.
-# TRITON_COMPILE_SECS: the Triton tune's --timeout (per compile and per measurement).
+# TRITON_COMPILE_SECS: the Triton tune's --timeout (per compile and per measurement); TRITON_SEED: its --seed.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -80,7 +80,7 @@ PYEOF
 say "Triton kernel: matmul, meta-parameters + ptxas controls, $TRITON_TRIALS trials for time_ratio"
 TRITON_DB="sqlite:///$OUT/triton.db"
 limited "$TRITON_SECS" "$PY" -m ciq_optuna.cli tune examples/triton/matmul.py:matmul_kernel --arch "$ARCH" --minimize time_ratio \
-  --trials "$TRITON_TRIALS" --storage "$TRITON_DB" --acf "$OUT/matmul_kernel.acf" --timeout "$TRITON_COMPILE_SECS" \
+  --trials "$TRITON_TRIALS" ${TRITON_SEED:+--seed "$TRITON_SEED"} --storage "$TRITON_DB" --acf "$OUT/matmul_kernel.acf" --timeout "$TRITON_COMPILE_SECS" \
   -v 2>&1 | tee "$OUT/triton.txt" || echo "(the Triton run failed: see $OUT/triton.txt)"
 
 say "CUDA kernel: sgemm.cu, ptxas controls through nvcc, $CUDA_TRIALS trials for time_ratio"
