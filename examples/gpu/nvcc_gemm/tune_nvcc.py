@@ -1,7 +1,8 @@
 """NVCC workflow: tune the ptxas controls of sgemm.cu (compiled by nvcc) for runtime, then validate.
 
 Needs: one NVIDIA GPU, the CUDA toolkit's nvcc, ``pip install 'ciq-optuna[gpu]'`` (cupy, NVML).
-Sized to take a few minutes (not yet timed: written without a GPU):
+A trial takes about 3 s on an H200 (BENCHMARKS.md, "GPU check on an H200"), so 40 trials take
+about two minutes:
 ``python examples/gpu/nvcc_gemm/tune_nvcc.py --trials 40``.
 
 One trial: suggest ptxas controls -> ``nvcc -cubin -arch=ARCH -Xptxas <flags> sgemm.cu`` ->
