@@ -43,6 +43,7 @@ def test_candidate_and_baseline_are_checked_and_timed(measure) -> None:
     metrics = metrics_from(result)
     assert metrics["time_ms"] > 0 and 0.05 < metrics["time_ratio"] < 20
     assert result["environment"]["gpu"]
+    assert any(measure.cache_dir.iterdir())  # the arms are kept for the next evaluations
     phases = measure.user_attrs()["runtime_phases_s"]
     assert set(phases) == {"start", "compile", "check", "timing", "total"}
     assert phases["total"] >= sum(v for k, v in phases.items() if k != "total") > 0

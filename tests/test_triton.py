@@ -132,6 +132,23 @@ def test_every_compile_recompiles_with_its_flags(tmp_path: Path) -> None:
     assert b.options["ptx_options"] == "-O0" and a1.options["ptx_options"] == ""
 
 
+def test_a_cache_dir_serves_a_kernel_compiled_before(tmp_path: Path) -> None:
+    """The GPU runtime measure's compiler: the same arm twice is loaded from its Triton cache the
+    second time (no ptxas run, so no -v report), with the same binary; other flags still compile."""
+    cache = tmp_path / "cache"
+    compiler = TritonCompiler(triton_ptxas("sm_80"), load_kernel(RMSNORM), cache_dir=cache)
+    first = compiler.compile(None, "sm_80", [], output=tmp_path / "a1.cubin")
+    again = compiler.compile(None, "sm_80", [], output=tmp_path / "a2.cubin")
+    other = compiler.compile(None, "sm_80", ["-O1"], output=tmp_path / "b.cubin")
+    assert first.ok and again.ok and other.ok
+    assert first.entries and not again.entries and other.entries
+    assert again.code_hash == first.code_hash and other.code_hash != first.code_hash
+    assert again.compiled is not None and any(cache.iterdir())
+    root = compiler._cache_root
+    del compiler
+    assert not root.exists()  # the per-compile cache root goes with its compiler
+
+
 def test_report_belongs_to_the_binary_triton_loads(tmp_path: Path) -> None:
     """Recompiling Triton's PTX with ptxas as Triton calls it gives the same code and registers."""
     compiler = _compiler(RMSNORM, "sm_90a")

@@ -10,6 +10,7 @@ Triton, real ptxas, no GPU; the process table (/proc) is checked for what a faul
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import optuna
@@ -84,8 +85,17 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _leftovers(marker: str) -> list[int]:
-    """Pids of live processes (not zombies) whose command line holds ``marker``."""
+def _leftovers(marker: str, settle_s: float = 5.0) -> list[int]:
+    """Pids of live processes (not zombies) whose command line holds ``marker``, looked at until
+    there are none or ``settle_s`` has passed (a killed process takes a moment to die on a busy
+    machine)."""
+    deadline = time.monotonic() + settle_s
+    while (pids := _live_with(marker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return pids
+
+
+def _live_with(marker: str) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():

@@ -41,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -368,13 +369,20 @@ class TritonCompiler:
         *,
         explicit_ptxas: bool = False,
         isolate: bool = False,
+        cache_dir: Path | None = None,
     ) -> None:
+        """``cache_dir``: a Triton cache that in-process compiles read and fill (a kernel compiled
+        before is loaded, not compiled; no ``ptxas -v`` log then). The default compiles every
+        time, which trials need for their compile metrics; the GPU runtime measure, which only
+        launches, passes one so that the baseline is not compiled again for every evaluation."""
         self.info = info
         self.kernel = kernel
         self.explicit_ptxas = explicit_ptxas
         self.isolate = isolate
+        self.cache_dir = cache_dir
         self.triton_version = triton_version()
         self._cache_root = Path(tempfile.mkdtemp(prefix="ciq-triton-cache-"))
+        weakref.finalize(self, _rmtree, self._cache_root)
         if isolate:
             from ciq_optuna.isolation import preload
 
@@ -426,7 +434,13 @@ class TritonCompiler:
             compiled = None
         else:
             compiled, log, seconds, error = compile_kernel(
-                self.kernel, cap, constexprs, options, ptxas=ptxas, cache_root=self._cache_root
+                self.kernel,
+                cap,
+                constexprs,
+                options,
+                ptxas=ptxas,
+                cache_root=self._cache_root,
+                cache_dir=self.cache_dir,
             )
             if compiled is not None:
                 cubin, ptx = bytes(compiled.asm["cubin"]), compiled.asm["ptx"]
@@ -576,8 +590,13 @@ def compile_kernel(
     *,
     ptxas: str | Path | None = None,
     cache_root: Path | None = None,
+    cache_dir: Path | None = None,
 ) -> tuple[Any, str, float, str | None]:
-    """One uncached ``triton.compile``; returns (compiled kernel, ptxas -v log, seconds, error line)."""
+    """One ``triton.compile``; returns (compiled kernel, ptxas -v log, seconds, error line).
+
+    Uncached (a fresh cache under ``cache_root``, removed after) unless ``cache_dir`` names a
+    Triton cache to read and fill, which is kept.
+    """
     import triton
     from triton import knobs
     from triton.backends.compiler import GPUTarget
@@ -586,8 +605,8 @@ def compile_kernel(
     src = ASTSource(kernel.fn, dict(kernel.signature), dict(constexprs), dict(kernel.attrs))
     buf = io.StringIO()
     with _LOCK, knobs.compilation.scope(), knobs.cache.scope(), knobs.nvidia.scope():
-        cache = Path(tempfile.mkdtemp(prefix="c-", dir=cache_root))
-        knobs.compilation.always_compile = True
+        cache = cache_dir or Path(tempfile.mkdtemp(prefix="c-", dir=cache_root))
+        knobs.compilation.always_compile = cache_dir is None
         knobs.cache.dir = str(cache)
         knobs.nvidia.dump_ptxas_log = True
         if ptxas is not None:
@@ -600,7 +619,8 @@ def compile_kernel(
         except Exception as exc:  # a candidate Triton or ptxas rejects: its trial fails
             return None, buf.getvalue(), time.perf_counter() - start, _triton_error(exc)
         finally:
-            _rmtree(cache)
+            if cache_dir is None:
+                _rmtree(cache)
         return compiled, buf.getvalue(), time.perf_counter() - start, None
 
 

@@ -19,8 +19,11 @@ The kernel file's ``CIQ_OPTUNA[name]["launch"]`` gives the inputs: ``launch(meta
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -92,6 +95,7 @@ def _evaluate(
     check_hash: str | None,
     seeds: Sequence[int],
     options: TimingOptions,
+    cache_dir: str | None = None,
 ) -> dict[str, Any]:
     """Child side: compile every arm, check the candidate against the baseline, time them interleaved.
 
@@ -115,7 +119,12 @@ def _evaluate(
     cupy = import_cupy()
     cupy.cuda.Device(options.device).use()
     kernel = load_kernel(kernel_ref)
-    compiler = TritonCompiler(triton_ptxas(arch, ptxas), kernel, explicit_ptxas=ptxas is not None)
+    compiler = TritonCompiler(
+        triton_ptxas(arch, ptxas),
+        kernel,
+        explicit_ptxas=ptxas is not None,
+        cache_dir=Path(cache_dir) if cache_dir else None,
+    )
     lap("start")
     runners = {}
     for name, (meta, flags) in arms.items():
@@ -180,8 +189,6 @@ def _evaluate(
 
 
 def _compile(compiler: TritonCompiler, arch: str, meta: dict[str, Any], flags: list[str]) -> Any:
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="ciq-triton-run-") as tmp:
         res = compiler.compile(None, arch, flags, output=Path(tmp) / "k.cubin", app=meta)
     if not res.ok:
@@ -222,6 +229,9 @@ class TritonRuntimeMeasure:
         self.seeds = tuple(seeds)
         self.timeout = timeout
         self.last_result: dict[str, Any] | None = None
+        # one Triton cache for this measure's evaluations: the baseline is compiled once, not per trial
+        self.cache_dir = Path(tempfile.mkdtemp(prefix="ciq-triton-runtime-"))
+        weakref.finalize(self, shutil.rmtree, self.cache_dir, True)
 
     def evaluate(self, arms: dict[str, Arm], check_hash: str | None = None) -> dict[str, Any]:
         from ciq_optuna.gpu.objective import translate_failure
@@ -238,6 +248,7 @@ class TritonRuntimeMeasure:
                 check_hash,
                 self.seeds,
                 self.options,
+                str(self.cache_dir),
                 timeout=self.timeout,
             )
         except IsolatedFailure as exc:
