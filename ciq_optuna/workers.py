@@ -370,7 +370,8 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_worker_command(args: argparse.Namespace) -> int:
-    """Run ``ciq-optuna worker``; returns the exit status (0, or 1 after a one-line error)."""
+    """Run ``ciq-optuna worker``; returns the exit status (0, or 2 after a one-line error). Ctrl-C
+    and SIGTERM reach the CLI's handler (exit 130 or 143) after the in-flight trials are failed."""
     _quiet_storage_errors_in_threads()
     verbosity = getattr(args, "verbosity", NORMAL)
     # progress notes ("waiting for ...") by default; errors only with -q; debug with -v
@@ -392,8 +393,5 @@ def run_worker_command(args: argparse.Namespace) -> int:
     except CiqError as exc:
         print(f"ciq-optuna worker: error: {scrub(str(exc), args.storage)}", file=sys.stderr, flush=True)
         return EXIT_USER_ERROR
-    except KeyboardInterrupt:
-        print("ciq-optuna worker: interrupted", file=sys.stderr, flush=True)
-        return 130
     print(f"ciq-optuna worker: {ran} trials evaluated by this worker", flush=True)
     return 0

@@ -309,7 +309,12 @@ def test_progress_bar_total_is_the_trials_budget(workdir: Path) -> None:
     assert totals == {"8"}, res.stderr[-500:]
 
 
-def test_ctrl_c_exits_130_and_the_interrupted_trial_is_reported_on_resume(workdir: Path) -> None:
+@pytest.mark.parametrize(
+    ("sig", "status", "word"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
+)
+def test_ctrl_c_or_sigterm_stops_and_the_interrupted_trial_is_reported_on_resume(
+    workdir: Path, sig: int, status: int, word: str
+) -> None:
     measure = "sleep 2; echo t=1"
     argv = ["tune", str(STENCIL), "--arch", "sm_90a", "--minimize", "t", "--quiet", "--no-screen"]
     argv += ["--measure-cmd", measure, "--measure-regex", "t=([0-9]+)", "--measure-name", "t"]
@@ -328,18 +333,19 @@ def test_ctrl_c_exits_130_and_the_interrupted_trial_is_reported_on_resume(workdi
         running = [t for t in _study(workdir).trials if t.state == optuna.trial.TrialState.RUNNING]
         if running and running[0].number > 0 and running[0].datetime_start.timestamp() < time.time() - 1.0:
             break
-    os.kill(proc.pid, signal.SIGINT)
+    os.kill(proc.pid, sig)
     _out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
+    assert proc.returncode == status, err
     (line,) = err.strip().splitlines()
-    assert line.startswith("ciq-optuna: interrupted") and "error" not in line
+    assert line.startswith(f"ciq-optuna: {word}: ") and "error" not in line
+    assert "run the same command again" in line
     study = _study(workdir)
     interrupted = [t for t in study.trials if t.user_attrs.get("interrupted")]
     assert len(interrupted) == 1
     done = sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
     res = _cli(*argv, "--trials", str(done), cwd=workdir)  # the interrupted trial does not count
     assert res.returncode == 0, res.stderr
-    assert "1 failed (1 of them interrupted by Ctrl-C)" in res.stdout
+    assert "1 failed (1 of them interrupted by Ctrl-C or SIGTERM)" in res.stdout
 
 
 # -- applying and checking the ACF ------------------------------------------------------------

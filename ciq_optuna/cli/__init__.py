@@ -3,15 +3,20 @@
 Conventions shared by every subcommand: a user mistake prints one line ``ciq-optuna: error: ...``
 (or the subcommand's prefix) and exits 2 (:data:`ciq_optuna.errors.EXIT_USER_ERROR`); a check whose
 answer is "no" (``acf verify`` mismatch, ``spaces check`` conflicts, ``store`` problems,
-``check`` regressions, failed ``tune-all`` entries) exits 1; Ctrl-C exits 130. ``-q`` prints only
+``check`` regressions, failed ``tune-all`` entries) exits 1; Ctrl-C exits 130, and SIGTERM (what
+``timeout``, batch schedulers and ``kill`` send) is handled the same way, exiting 143: a tune or
+worker fails its in-flight trials, keeps every finished one and says how to continue. ``-q`` prints only
 results and errors, ``-v`` more detail (:func:`ciq_optuna.cli.types.add_verbosity_arguments`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 
 from ciq_optuna import __version__
 from ciq_optuna.cli.types import add_verbosity_arguments, configure_logging
@@ -104,15 +109,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     configure_logging(args.verbosity, f"ciq-optuna {args.command}")
+    stopped: list[int] = []
     try:
-        return int(args.func(args) or 0)
+        with _sigterm_as_interrupt(stopped):
+            return int(args.func(args) or 0)
     except CiqError as exc:
         print(f"ciq-optuna: error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except KeyboardInterrupt as exc:  # not a mistake: a plain line, the shell's status for SIGINT
+    except KeyboardInterrupt as exc:  # not a mistake: a plain line, the shell's status for the signal
         detail = f": {exc}" if str(exc) else ""
-        print(f"ciq-optuna: interrupted{detail}", file=sys.stderr)
-        return 130
+        print(f"ciq-optuna: {'terminated' if stopped else 'interrupted'}{detail}", file=sys.stderr)
+        return 128 + (stopped[0] if stopped else signal.SIGINT)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt(stopped: list[int]) -> Iterator[None]:
+    """Within the block, SIGTERM raises KeyboardInterrupt in the main thread (noted in ``stopped``),
+    so every command stops on it as on Ctrl-C; the previous handler is put back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        if not stopped:
+            stopped.append(signum)
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     s = result.stats
     print()
     simplified = f", {s['simplification']} to simplify" if s["simplification"] else ""
-    interrupted = f" ({s['interrupted']} of them interrupted by Ctrl-C)" if s["interrupted"] else ""
+    interrupted = f" ({s['interrupted']} of them interrupted by Ctrl-C or SIGTERM)" if s["interrupted"] else ""
     print(
         f"trials: {s['trials']} ({s['complete']} complete, {s['failed']} failed{interrupted}{simplified}); "
         f"distinct binaries: {s['distinct_binaries']}; measurements reused: {s['reused_measurements']}"
