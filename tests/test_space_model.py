@@ -232,3 +232,22 @@ def test_one_change_configs_change_exactly_one_top_level_control(space: Compiler
     for f in flags:
         assert len(set(f) ^ set(base_flags)) in (1, 2)  # one flag added, or one value swapped
     assert not any("maxrregcount" in space.passed(c) for c in configs)  # ints are not screened
+
+
+def test_a_release_without_its_own_file_gets_the_nearest_of_its_major_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    have = {(f.compiler, f.cuda) for f in available_spaces()}
+    assert {("ptxas", "12.8"), ("ptxas", "13.0"), ("ptxas", "13.5"), ("nvcc", "13.0")} <= have
+    assert ("ptxas", "13.1") not in have and ("ptxas", "12.4") not in have
+    with caplog.at_level("WARNING", logger="ciq_optuna.space.files"):
+        assert find_space("ptxas", "13.0.88").name == "ptxas-13.0.toml"
+        assert not caplog.records  # its own file: no warning
+        assert find_space("ptxas", "13.1").name == "ptxas-13.0.toml"  # the closest earlier release
+        assert find_space("ptxas", "13.9").name == "ptxas-13.5.toml"
+        assert find_space("ptxas", "12.4").name == "ptxas-12.8.toml"  # none earlier: the closest later
+        assert find_space("nvcc", "13.2").name == "nvcc-13.0.toml"
+    assert len(caplog.records) == 4
+    assert "no space file for ptxas 13.1: using ptxas-13.0.toml" in caplog.records[0].getMessage()
+    with pytest.raises(CiqError, match="no search space for ptxas 11.8"):
+        find_space("ptxas", "11.8")  # another major version: no guess

@@ -7,6 +7,7 @@ then in the repository's ``spaces/`` (editable installs).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from pathlib import Path
 from ciq_optuna.errors import CiqError
 from ciq_optuna.space.compiler_space import CompilerSpace
 
+_log = logging.getLogger(__name__)
 _FILE_RE = re.compile(r"^(?P<compiler>[a-z0-9_]+)-(?P<cuda>\d+\.\d+)\.toml$")
 
 
@@ -45,16 +47,46 @@ def available_spaces() -> list[SpaceFile]:
 
 
 def find_space(compiler: str, cuda: str) -> Path:
-    """The space file for ``compiler`` at CUDA release ``cuda`` ("13.0"); CiqError listing what exists."""
+    """The space file for ``compiler`` at CUDA release ``cuda`` ("13.0").
+
+    Without a file for that release, the nearest release of the same major version is used (the
+    closest earlier one, else the closest later one), with a warning: a compiler update rarely
+    drops a control, and a control it rejects fails its trials, which the samplers learn to avoid.
+    CiqError listing what exists when the major version has no file at all.
+    """
     release = ".".join(cuda.split(".")[:2])
-    for f in available_spaces():
-        if f.compiler == compiler and f.cuda == release:
+    same = [f for f in available_spaces() if f.compiler == compiler]
+    for f in same:
+        if f.cuda == release:
             return f.path
+    near = _nearest(release, [f for f in same if f.cuda.split(".")[0] == release.split(".")[0]])
+    if near is not None:
+        _log.warning(
+            "no space file for %s %s: using %s (the nearest release that has one); "
+            "`ciq-optuna spaces check --compiler %s` checks it against this compiler",
+            compiler,
+            release,
+            near.path.name,
+            compiler,
+        )
+        return near.path
     have = ", ".join(f"{f.compiler} {f.cuda}" for f in available_spaces()) or "none"
     raise CiqError(
         f"no search space for {compiler} {release} (available: {have}); "
         f"pass --space FILE or add spaces/{compiler}-{release}.toml"
     )
+
+
+def _nearest(release: str, files: list[SpaceFile]) -> SpaceFile | None:
+    """The file of the closest earlier release, else of the closest later one."""
+    key = tuple(map(int, release.split(".")))
+    earlier = [f for f in files if tuple(map(int, f.cuda.split("."))) < key]
+    later = [f for f in files if tuple(map(int, f.cuda.split("."))) > key]
+    if earlier:
+        return max(earlier, key=lambda f: tuple(map(int, f.cuda.split("."))))
+    if later:
+        return min(later, key=lambda f: tuple(map(int, f.cuda.split("."))))
+    return None
 
 
 def load_space(compiler: str, cuda: str) -> CompilerSpace:
