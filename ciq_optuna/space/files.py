@@ -62,12 +62,16 @@ def find_space(compiler: str, cuda: str) -> Path:
     near = _nearest(release, [f for f in same if f.cuda.split(".")[0] == release.split(".")[0]])
     if near is not None:
         _log.warning(
-            "no space file for %s %s: using %s (the nearest release that has one); "
-            "`ciq-optuna spaces check --compiler %s` checks it against this compiler",
+            "no space file for %s %s: using %s (the nearest release that has one); to give %s %s "
+            "its own, copy it to %s-%s.toml with cuda = \"%s\" and run `ciq-optuna spaces check` on it",
             compiler,
             release,
             near.path.name,
             compiler,
+            release,
+            compiler,
+            release,
+            release,
         )
         return near.path
     have = ", ".join(f"{f.compiler} {f.cuda}" for f in available_spaces()) or "none"
