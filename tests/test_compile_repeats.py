@@ -8,8 +8,9 @@ import optuna
 import pytest
 
 from ciq_optuna.compilers.locate import find_compiler
-from ciq_optuna.objectives.compile import TrialFailed
+from ciq_optuna.objectives.compile import CompileObjective, TrialFailed
 from ciq_optuna.objectives.work_saved import work_saved
+from ciq_optuna.space.search import SearchSpace
 from ciq_optuna.tune import TuneConfig, prepare
 
 STENCIL = Path(__file__).resolve().parents[1] / "examples" / "stencil" / "stencil.sm_90a.ptx"
@@ -21,7 +22,7 @@ except Exception:  # noqa: BLE001
     pytest.skip("no ptxas installed", allow_module_level=True)
 
 
-def test_the_compiler_arguments_of_an_earlier_trial_reuse_its_values_as_a_recorded_skip(tmp_path: Path) -> None:
+def _objective(tmp_path: Path) -> CompileObjective:
     _, objective = prepare(
         TuneConfig(
             kernel=STENCIL,
@@ -34,6 +35,11 @@ def test_the_compiler_arguments_of_an_earlier_trial_reuse_its_values_as_a_record
             progress=False,
         )
     )
+    return objective
+
+
+def test_the_configuration_of_an_earlier_trial_reuses_its_values_as_a_recorded_skip(tmp_path: Path) -> None:
+    objective = _objective(tmp_path)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     study.optimize(objective, n_trials=3, catch=(TrialFailed,))
     first = study.trials[0]
@@ -49,3 +55,20 @@ def test_the_compiler_arguments_of_an_earlier_trial_reuse_its_values_as_a_record
         assert t.user_attrs["metrics"] == first.user_attrs["metrics"]
     work = work_saved(study)
     assert (work["compiles_run"], work["compiles_skipped"]) == (3, 2)
+
+
+def test_the_same_compiler_controls_with_other_application_values_are_compiled(tmp_path: Path) -> None:
+    """Application values (Triton meta-parameters, what a measurement reads) are part of the
+    configuration: only the same controls with the same values are a repeat."""
+    objective = _objective(tmp_path)
+    objective.space = SearchSpace(app={"block": [64, 128]}, compilers=objective.space.compilers)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    study.optimize(objective, n_trials=1, catch=(TrialFailed,))
+    first = study.trials[0]
+    other = 128 if first.params["block"] == 64 else 64
+    study.enqueue_trial({**first.params, "block": other})
+    study.enqueue_trial(first.params)
+    study.optimize(objective, n_trials=2, catch=(TrialFailed,))
+    moved, again = study.trials[1:]
+    assert "binary_hash" in moved.user_attrs and "repeat_of" not in moved.user_attrs
+    assert again.user_attrs["repeat_of"] == 0 and again.user_attrs["skipped_compile"]

@@ -11,10 +11,10 @@ study already compiled sets the trial's user attributes ``predicted_binary``, ``
 ``skipped_compile`` and returns the values of trial ``predicted_from``.  Without ``skip_compile``
 (a rare check of a prediction) it compiles and records whether the prediction held
 (``prediction_ok``).  The GeneticSampler learns its predictions from ``binary_hash``.  A trial
-whose compiler arguments an earlier complete trial compiled already (whatever proposed it: a
-move that switched a control on, a queued trial, another sampler) is not compiled again either:
-it records ``repeat_of`` with ``predicted_from`` and ``skipped_compile`` and returns that
-trial's values.
+whose configuration (every parameter) an earlier complete trial compiled already, whatever
+proposed it (a move that switched a control on, a queued trial, another sampler), is not
+compiled again either: it records ``repeat_of`` with ``predicted_from`` and ``skipped_compile``
+and returns that trial's values.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import optuna
 
 from ciq_optuna.compilers.base import xptxas_arg
 from ciq_optuna.errors import CiqError
-from ciq_optuna.objectives.finished import BinaryCache, CompiledFlags
+from ciq_optuna.objectives.finished import BinaryCache, CompiledParams
 from ciq_optuna.objectives.metrics import COMPILE_METRICS, compile_metrics, missing_metric_reason
 from ciq_optuna.space.search import Candidate, SearchSpace
 from ciq_optuna.study._optuna import trials_of_this_trial
@@ -83,7 +83,7 @@ class CompileObjective:
         self.timeout = timeout
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="ciq-optuna-"))
         self._caches: dict[int, BinaryCache] = {}
-        self._compiled: dict[int, CompiledFlags] = {}
+        self._compiled: dict[int, CompiledParams] = {}
         self._scratches: dict[tuple[int, int], Path] = {}
         #: The study metadata this objective was built from (set by ciq_optuna.compile_objective).
         self.meta: dict[str, Any] | None = None
@@ -187,14 +187,14 @@ class CompileObjective:
         return _reuse(trial, source)
 
     def _repeated_values(self, trial: optuna.Trial) -> float | tuple[float, ...] | None:
-        """When an earlier trial compiled exactly this trial's compiler arguments: its values,
-        recorded as a skip predicted from it (``predicted_from``, ``predicted_binary``, and
-        ``repeat_of``), whatever proposed the repeat; else None."""
+        """When an earlier trial compiled exactly this trial's configuration (the same parameters):
+        its values, recorded as a skip predicted from it (``predicted_from``, ``predicted_binary``
+        and ``repeat_of``), whatever proposed the repeat; else None."""
         study = trial.study
         index = self._compiled.get(id(study))
         if index is None:
-            index = self._compiled[id(study)] = CompiledFlags(study)
-        source = index.lookup(trial.user_attrs["flags"])
+            index = self._compiled[id(study)] = CompiledParams(study)
+        source = index.lookup(trial.params)
         if source is None or source.number == trial.number or len(source.values) != len(self.metrics):
             return None
         trial.set_user_attr("predicted_binary", source.user_attrs["binary_hash"])

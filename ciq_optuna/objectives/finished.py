@@ -1,5 +1,5 @@
 """What the study's finished trials hold, indexed as they finish: measurements by binary code hash
-(:class:`BinaryCache`) and compiled trials by their compiler arguments (:class:`CompiledFlags`).
+(:class:`BinaryCache`) and compiled trials by their parameters (:class:`CompiledParams`).
 
 Both are shared through the study's storage (all workers see them): entries of this process are
 known at once, those of other workers come from the trial list as read at the start of the
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -67,17 +68,18 @@ class BinaryCache(FinishedTrials):
             self._known.setdefault(h, (t.number, measured))
 
 
-class CompiledFlags(FinishedTrials):
-    """The first complete trial that compiled each list of compiler arguments (user attribute
-    ``flags``; trials that skipped their compile are left out): the compiler is deterministic,
-    so the same arguments give that trial's binary and values again."""
+class CompiledParams(FinishedTrials):
+    """The first complete trial that compiled each configuration (all its parameters: compiler
+    controls and application values, which Triton compiles and a measurement may read); trials
+    that skipped their compile are left out.  The compiler is deterministic, so the same
+    configuration gives that trial's binary and values again."""
 
     def __init__(self, study: optuna.Study) -> None:
         super().__init__(study)
-        self._known: dict[tuple[str, ...], FrozenTrial] = {}
+        self._known: dict[tuple, FrozenTrial] = {}
 
-    def lookup(self, flags: list[str]) -> FrozenTrial | None:
-        key = tuple(flags)
+    def lookup(self, params: Mapping[str, Any]) -> FrozenTrial | None:
+        key = params_key(params)
         with self._lock:
             if key not in self._known:
                 self._refresh()
@@ -86,4 +88,9 @@ class CompiledFlags(FinishedTrials):
     def _take(self, t: FrozenTrial) -> None:
         attrs = t.user_attrs
         if t.state == TrialState.COMPLETE and attrs.get("binary_hash") and not attrs.get("skipped_compile") and t.values:
-            self._known.setdefault(tuple(attrs.get("flags", ())), t)
+            self._known.setdefault(params_key(t.params), t)
+
+
+def params_key(params: Mapping[str, Any]) -> tuple:
+    """A configuration's identity: its parameters, sorted, values by ``repr``."""
+    return tuple(sorted((k, repr(v)) for k, v in params.items()))
