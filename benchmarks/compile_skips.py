@@ -53,6 +53,7 @@ def one(case: int, budget: int, seed: int, unaware: bool, cache: str | None) -> 
         **res.stats["work_saved"],
         "best": res.best[0].values[0],
         "twice": len(configs) - len(set(configs)),
+        "repeats_skipped": sum("repeat_of" in t.user_attrs for t in skipped),
         "skips_recorded": all("predicted_from" in t.user_attrs for t in skipped),
         "progress": progress,
         "wall": wall,
@@ -85,9 +86,10 @@ def table(path: str) -> None:
     med = statistics.median
     print(
         "| kernel | arch | trials | sampler | seeds | not compiled (median share) | compiles run | distinct binaries "
-        "| configurations run twice | best (median) | as good as unaware | compiles to the unaware best (median) |"
+        "| configurations run twice | exact repeats skipped | best (median) | as good as unaware "
+        "| compiles to the unaware best (median) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     keys = sorted({(r["case"], r["budget"]) for r in rows})
     for case, budget in keys:
         runs = {v: {r["seed"]: r for r in rows if (r["case"], r["budget"], r["variant"]) == (case, budget, v)} for v in VARIANTS}
@@ -102,8 +104,37 @@ def table(path: str) -> None:
                 f"| {kernel} | {arch} | {budget} | {v} | {len(rs)} "
                 f"| {100 * med(r['compiles_skipped'] / r['trials'] for r in rs):.0f}% "
                 f"| {med(r['compiles_run'] for r in rs):g} | {med(r['distinct_binaries'] for r in rs):g} "
-                f"| {med(r['twice'] for r in rs):g} | {med(r['best'] for r in rs):g} | {same}/{len(rs)} | {med(to):g} |"
+                f"| {med(r['twice'] for r in rs):g} | {_repeats(rs)} | {med(r['best'] for r in rs):g} | {same}/{len(rs)} "
+                f"| {med(to):g} |"
             )
+    pooled(rows)
+
+
+def _repeats(rows: list[dict[str, Any]]) -> str:
+    """Median exact repeats skipped (``repeat_of``), "-" where the rows do not say."""
+    got = [r["repeats_skipped"] for r in rows if "repeats_skipped" in r]
+    return f"{statistics.median(got):g}" if len(got) == len(rows) and rows else "-"
+
+
+def pooled(rows: list[dict[str, Any]]) -> None:
+    """Per budget over every case and seed that all three variants ran: runs as good as the
+    unaware run, runs where the new sampler's best is better / worse than the base's, and the
+    median share not compiled per variant."""
+    print()
+    print("| trials | runs | as good as unaware: base / new | new better / worse than base | not compiled (median share): base / new |")
+    print("|---:|---:|---|---|---|")
+    for budget in sorted({r["budget"] for r in rows}):
+        got = {(r["case"], r["seed"], r["variant"]): r for r in rows if r["budget"] == budget}
+        runs = sorted({(c, s) for c, s, _ in got if all((c, s, v) in got for v in VARIANTS)})
+        base, new, unaware = ([got[(c, s, v)] for c, s in runs] for v in VARIANTS)
+        good = [sum(r["best"] <= u["best"] for r, u in zip(rs, unaware, strict=True)) for rs in (base, new)]
+        better = sum(n["best"] < b["best"] for n, b in zip(new, base, strict=True))
+        worse = sum(n["best"] > b["best"] for n, b in zip(new, base, strict=True))
+        share = [100 * statistics.median(r["compiles_skipped"] / r["trials"] for r in rs) for rs in (base, new)]
+        print(
+            f"| {budget} | {len(runs)} | {good[0]}/{len(runs)} / {good[1]}/{len(runs)} | {better} / {worse} "
+            f"| {share[0]:.0f} % / {share[1]:.0f} % |"
+        )
 
 
 def main() -> None:

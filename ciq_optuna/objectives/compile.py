@@ -10,7 +10,11 @@ study already compiled sets the trial's user attributes ``predicted_binary``, ``
 (a trial number) and ``skip_compile``; the objective then neither compiles nor measures, records
 ``skipped_compile`` and returns the values of trial ``predicted_from``.  Without ``skip_compile``
 (a rare check of a prediction) it compiles and records whether the prediction held
-(``prediction_ok``).  The GeneticSampler learns its predictions from ``binary_hash``.
+(``prediction_ok``).  The GeneticSampler learns its predictions from ``binary_hash``.  A trial
+whose configuration (every parameter) an earlier complete trial compiled already, whatever
+proposed it (a move that switched a control on, a queued trial, another sampler), is not
+compiled again either: it records ``repeat_of`` with ``predicted_from`` and ``skipped_compile``
+and returns that trial's values.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import optuna
 
 from ciq_optuna.compilers.base import xptxas_arg
 from ciq_optuna.errors import CiqError
+from ciq_optuna.objectives.finished import BinaryCache, CompiledParams
 from ciq_optuna.objectives.metrics import COMPILE_METRICS, compile_metrics, missing_metric_reason
 from ciq_optuna.space.search import Candidate, SearchSpace
 from ciq_optuna.study._optuna import trials_of_this_trial
@@ -39,47 +44,6 @@ Measure = Callable[[Path, Candidate], "Mapping[str, float] | float"]
 
 class TrialFailed(CiqError):
     """A candidate that cannot be evaluated (does not compile, times out, measurement failed)."""
-
-
-class BinaryCache:
-    """Measurements by binary code hash, shared through the study's storage (all workers see them).
-
-    Measurements of this process are known at once; those of other workers come from the trial
-    list as read at the start of the current trial (no extra storage read), looking only at trials
-    not seen finished before; a measurement finished since is only made again.
-    """
-
-    def __init__(self, study: optuna.Study) -> None:
-        self.study = study
-        self._known: dict[str, tuple[int, dict[str, float]]] = {}
-        self._lock = threading.Lock()
-        self._seen = 0
-        self._unfinished: set[int] = set()
-
-    def lookup(self, code_hash: str) -> tuple[int, dict[str, float]] | None:
-        with self._lock:
-            if code_hash not in self._known:
-                self._refresh()
-            return self._known.get(code_hash)
-
-    def remember(self, code_hash: str, trial_number: int, measured: Mapping[str, float]) -> None:
-        with self._lock:
-            self._known.setdefault(code_hash, (trial_number, dict(measured)))
-
-    def _refresh(self) -> None:
-        trials = trials_of_this_trial(self.study)
-        if len(trials) < self._seen:
-            self._seen, self._unfinished = 0, set()
-        unfinished = set()
-        for i in [*self._unfinished, *range(self._seen, len(trials))]:
-            t = trials[i]
-            if not t.state.is_finished():
-                unfinished.add(i)
-                continue
-            h, measured = t.user_attrs.get("binary_hash"), t.user_attrs.get("measured")
-            if t.state == optuna.trial.TrialState.COMPLETE and h and measured is not None and "reused_from" not in t.user_attrs:
-                self._known.setdefault(h, (t.number, measured))
-        self._seen, self._unfinished = len(trials), unfinished
 
 
 class CompileObjective:
@@ -119,6 +83,7 @@ class CompileObjective:
         self.timeout = timeout
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="ciq-optuna-"))
         self._caches: dict[int, BinaryCache] = {}
+        self._compiled: dict[int, CompiledParams] = {}
         self._scratches: dict[tuple[int, int], Path] = {}
         #: The study metadata this objective was built from (set by ciq_optuna.compile_objective).
         self.meta: dict[str, Any] | None = None
@@ -142,6 +107,8 @@ class CompileObjective:
         trial.set_user_attr("flags", self.command_flags(candidate))
         trial.set_user_attr("compiler_version", self.compiler.info.version)
         reused = self._predicted_values(trial)
+        if reused is None and "predicted_binary" not in trial.user_attrs:
+            reused = self._repeated_values(trial)
         if reused is not None:
             return reused
         result = self.compile(candidate, self._scratch() / "out.cubin")
@@ -217,12 +184,23 @@ class CompileObjective:
             or len(source.values) != len(self.metrics)
         ):
             return None
-        trial.set_user_attr("skipped_compile", True)
-        for key in ("metrics", "measured"):
-            if key in source.user_attrs:
-                trial.set_user_attr(key, source.user_attrs[key])
-        values = tuple(float(v) for v in source.values)
-        return values[0] if len(values) == 1 else values
+        return _reuse(trial, source)
+
+    def _repeated_values(self, trial: optuna.Trial) -> float | tuple[float, ...] | None:
+        """When an earlier trial compiled exactly this trial's configuration (the same parameters):
+        its values, recorded as a skip predicted from it (``predicted_from``, ``predicted_binary``
+        and ``repeat_of``), whatever proposed the repeat; else None."""
+        study = trial.study
+        index = self._compiled.get(id(study))
+        if index is None:
+            index = self._compiled[id(study)] = CompiledParams(study)
+        source = index.lookup(trial.params)
+        if source is None or source.number == trial.number or len(source.values) != len(self.metrics):
+            return None
+        trial.set_user_attr("predicted_binary", source.user_attrs["binary_hash"])
+        trial.set_user_attr("predicted_from", source.number)
+        trial.set_user_attr("repeat_of", source.number)
+        return _reuse(trial, source)
 
     def _measured(
         self, trial: optuna.Trial, candidate: Candidate, code_hash: str, cubin: Path
@@ -294,3 +272,13 @@ def normalize_measurement(value: Any, name: str) -> dict[str, float]:
             raise CiqError(f"measurement {k!r} is {v!r}, not a finite number")
         out[str(k)] = float(v)
     return out
+
+
+def _reuse(trial: optuna.Trial, source: optuna.trial.FrozenTrial) -> float | tuple[float, ...]:
+    """``source``'s values and compile results for ``trial``, which skips its compile."""
+    trial.set_user_attr("skipped_compile", True)
+    for key in ("metrics", "measured"):
+        if key in source.user_attrs:
+            trial.set_user_attr(key, source.user_attrs[key])
+    values = tuple(float(v) for v in source.values)
+    return values[0] if len(values) == 1 else values

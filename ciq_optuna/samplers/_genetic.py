@@ -278,8 +278,9 @@ class GeneticSampler(BaseGASampler):
         self._check_rate = _CHECK_RATE
         self._untested_check_rate = _UNTESTED_CHECK_RATE
         self._avoid_repeats = False  # True: prefer children not predicted to repeat a binary
-        # local search: prefer moves not predicted to repeat a binary (False: measured, not adopted)
-        self._ls_avoid_repeats = True
+        # local search: True drops moves predicted to repeat a binary while an unpredicted one
+        # exists; False (adopted on held-out tunes, BENCHMARKS.md) keeps them for the pick
+        self._ls_avoid_repeats = False
         # binary-aware: plans carry the genes a move switches on (_complete), and local moves are
         # compared with the study as the objective runs them; off: measured, not adopted (BENCHMARKS.md)
         self._complete_plans = False
