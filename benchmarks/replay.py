@@ -181,6 +181,7 @@ GENETIC_KNOBS = {
     "ls2": "_ls_two",
     "pw": "_pair_weight",
     "pf": "_pair_fail",
+    "g0f": "_g0_safe",
 }
 
 

@@ -86,6 +86,8 @@ _LS_KEEP = 32  # neighbours that the value statistics pass on to the nearest-nei
 # candidates (0: every trial of generation 0 is random); _G0_FILL: prefer seldom-tried values.
 _G0_GUIDE = 0
 _G0_FILL = False
+# Generation 0, once a trial failed: the least failure-prone of this many random candidates (0: off).
+_G0_SAFE = 0
 # Generation 0 as a scrambled Sobol design (_start.py); from slot _G0_BREED * pool_size of
 # generation 0 on, children of the complete trials (0: generation 0 is all design/random).
 _G0_SOBOL = False
@@ -270,6 +272,7 @@ class GeneticSampler(BaseGASampler):
         self._ls_keep = _LS_KEEP
         self._g0_guide = _G0_GUIDE
         self._g0_fill = _G0_FILL
+        self._g0_safe = _G0_SAFE
         self._g0_sobol = _G0_SOBOL
         self._g0_breed = _G0_BREED
         self._ls_repair = _LS_REPAIR
@@ -915,7 +918,7 @@ class GeneticSampler(BaseGASampler):
             new = [i for i, p in enumerate(predicted) if p is None]
             if self._avoid_repeats and 0 < len(new) < len(fresh):  # spend the trial on a new binary
                 fresh, predicted = fresh[new], [None] * len(new)
-        if not evolve and len(fresh) > 1 and not fixed and (self._g0_fill or self._g0_guide):
+        if not evolve and len(fresh) > 1 and not fixed and (self._g0_fill or self._g0_guide or self._g0_safe):
             i = self._first_pick(fresh, order)
         elif len(fresh) == 1 or not evolve:
             i = 0
@@ -1009,11 +1012,15 @@ class GeneticSampler(BaseGASampler):
 
     def _first_pick(self, cands: np.ndarray, order: np.ndarray) -> int:
         """Pick in generation 0: by the value statistics and failure risk once ``_g0_guide``
-        trials finished with at least two complete ones, else (``_g0_fill``) the candidate made
-        of the least tried values, else the first (random) one."""
+        trials finished with at least two complete ones, else (``_g0_safe``, once a trial failed)
+        the least failure-prone of the first ``_g0_safe`` candidates, else (``_g0_fill``) the
+        candidate made of the least tried values, else the first (random) one."""
         if self._g0_guide and self._n >= self._g0_guide and len(order) >= 2:
             score = self._value_counts(order).score(cands) + self._fail_risk(cands)
             return int(np.argmin(score + self._rng.uniform(0.0, 1e-6, len(score))))
+        if self._g0_safe and self._n_failed:
+            risk = self._fail_risk(cands[: self._g0_safe])
+            return int(np.argmin(risk + self._rng.uniform(0.0, 1e-6, len(risk))))
         if self._g0_fill and self._n:
             rarity = self._value_counts(order).rarity(cands)
             return int(np.argmin(rarity + self._rng.uniform(0.0, 1e-6, len(rarity))))
