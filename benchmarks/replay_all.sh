@@ -84,3 +84,4 @@ $run run --out $R/replay_heldout_s17q.jsonl.gz --datasets dedispersion_MI250X --
   --samplers 'genetic,genetic:pf=1,genetic:g0s=1,genetic:g0b=0.25+pf=1,genetic:g0f=8'
 $run run --out $R/replay_so_s17q.jsonl.gz --datasets convolution_A100,convolution_MI250X,gemm_RTX_3090 --seeds 50 --budget 400 \
   --jobs 2 --samplers 'genetic:g0b=0.25+pf=1,genetic:g0f=8'
+$run run --out $R/replay_confirm_s17q.jsonl.gz --seed0 340 --seeds 40 --budget 400 --jobs 2 --samplers 'genetic,genetic:g0b=0.25+pf=1'
