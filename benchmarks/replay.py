@@ -179,6 +179,9 @@ GENETIC_KNOBS = {
     "lsfix": "_ls_repair",
     "lsw": "_ls_window",
     "ls2": "_ls_two",
+    "pw": "_pair_weight",
+    "pf": "_pair_fail",
+    "g0f": "_g0_safe",
 }
 
 

@@ -77,3 +77,11 @@ python benchmarks/replay.py report --results $R/replay_so.jsonl.gz $R/replay_so_
 # compile landscapes of the example kernels (real ptxas, cached) and the binary-aware replay on them
 nice -n 10 python benchmarks/compile_landscape.py enumerate --jobs 2
 nice -n 10 python benchmarks/compile_landscape.py replay --seeds 10
+# issue 10, sixth round (s17q): early-phase knobs, development spaces seeds 300-339, held-out dedispersion seeds 0-49
+$run run --out $R/replay_tuning_s17q.jsonl.gz --datasets convolution_A100,convolution_MI250X,gemm_RTX_3090 --seed0 300 --seeds 40 \
+  --budget 400 --jobs 2 --samplers 'genetic,genetic:g0s=1,genetic:pf=1,genetic:g0b=0.25+pf=1,genetic:g0f=8,genetic:g0f=8+pf=1'
+$run run --out $R/replay_heldout_s17q.jsonl.gz --datasets dedispersion_MI250X --seeds 50 --budget 400 --jobs 2 \
+  --samplers 'genetic,genetic:pf=1,genetic:g0s=1,genetic:g0b=0.25+pf=1,genetic:g0f=8'
+$run run --out $R/replay_so_s17q.jsonl.gz --datasets convolution_A100,convolution_MI250X,gemm_RTX_3090 --seeds 50 --budget 400 \
+  --jobs 2 --samplers 'genetic:g0b=0.25+pf=1,genetic:g0f=8'
+$run run --out $R/replay_confirm_s17q.jsonl.gz --seed0 340 --seeds 40 --budget 400 --jobs 2 --samplers 'genetic,genetic:g0b=0.25+pf=1'

@@ -107,3 +107,27 @@ def test_local_search_takes_repair_moves_first() -> None:
         found[repair] = [sampler._decode(r)["a"] for r in local]
     assert found[True] and all(a == 4 for a in found[True])
     assert any(a != 4 for a in found[False])
+
+
+def test_safe_generation_zero_avoids_failing_values() -> None:
+    """``_g0_safe``: once a trial failed, generation 0 takes the least failure-prone of a few
+    random candidates, so a value that always fails is drawn less often than at random."""
+
+    def objective(trial: optuna.Trial) -> float:
+        a = trial.suggest_int("a", 0, 3)
+        b = trial.suggest_int("b", 0, 15)
+        if a == 3:
+            raise ValueError("a = 3 fails")
+        return float(a + b)
+
+    def failures(safe: int) -> int:
+        total = 0
+        for seed in range(4):
+            sampler = GeneticSampler(pool_size=40, seed=seed)
+            sampler._g0_safe = safe
+            study = optuna.create_study(sampler=sampler)
+            study.optimize(objective, n_trials=40, catch=(ValueError,))
+            total += sum(t.state == TrialState.FAIL for t in study.trials)
+        return total
+
+    assert failures(8) < 0.6 * failures(0)

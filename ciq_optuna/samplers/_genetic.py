@@ -61,6 +61,8 @@ _SURROGATE = "mix"
 _GAMMA = 0.15
 _KNN_TOP = 4
 _FAIL_WEIGHT = 0.0  # weight of the failure risk in the value-statistics score of "mix"
+_PAIR_WEIGHT = 0.0  # weight of the gene-pair interactions in the value statistics (_pairs.py; 0: off)
+_PAIR_FAIL = False  # failure risk also from the failure rates of gene-value pairs (_pairs.py)
 _MIX_GENS = 8  # "mix" while fewer trials than this many generations finished, then "knn"
 _KNN_CANDS = 16  # children compared by "knn" alone (its distances cost the most per candidate)
 _CHILD_BATCH = 512  # children bred at once per elite (drawn from by later trials while it holds)
@@ -84,6 +86,8 @@ _LS_KEEP = 32  # neighbours that the value statistics pass on to the nearest-nei
 # candidates (0: every trial of generation 0 is random); _G0_FILL: prefer seldom-tried values.
 _G0_GUIDE = 0
 _G0_FILL = False
+# Generation 0, once a trial failed: the least failure-prone of this many random candidates (0: off).
+_G0_SAFE = 0
 # Generation 0 as a scrambled Sobol design (_start.py); from slot _G0_BREED * pool_size of
 # generation 0 on, children of the complete trials (0: generation 0 is all design/random).
 _G0_SOBOL = False
@@ -251,6 +255,8 @@ class GeneticSampler(BaseGASampler):
         self._gamma = _GAMMA
         self._knn_top = _KNN_TOP
         self._fail_weight = _FAIL_WEIGHT
+        self._pair_weight = _PAIR_WEIGHT
+        self._pair_fail = _PAIR_FAIL
         self._mix_gens = _MIX_GENS
         self._knn_cands = _KNN_CANDS
         self._child_batch = _CHILD_BATCH
@@ -266,6 +272,7 @@ class GeneticSampler(BaseGASampler):
         self._ls_keep = _LS_KEEP
         self._g0_guide = _G0_GUIDE
         self._g0_fill = _G0_FILL
+        self._g0_safe = _G0_SAFE
         self._g0_sobol = _G0_SOBOL
         self._g0_breed = _G0_BREED
         self._ls_repair = _LS_REPAIR
@@ -330,6 +337,7 @@ class GeneticSampler(BaseGASampler):
         self._n_failed = 0
         self._fail_stack: tuple = (-1, None, None)
         self._fail_rates: tuple = (None, None, None)
+        self._fail_counts: ValueCounts | None = None
         self._counted: tuple[int, list[int]] = (-1, [])
         self._integral_d: tuple[int, bool] = (-1, False)
         self._neighbourhoods: dict[tuple, np.ndarray] = {}
@@ -911,7 +919,7 @@ class GeneticSampler(BaseGASampler):
             new = [i for i, p in enumerate(predicted) if p is None]
             if self._avoid_repeats and 0 < len(new) < len(fresh):  # spend the trial on a new binary
                 fresh, predicted = fresh[new], [None] * len(new)
-        if not evolve and len(fresh) > 1 and not fixed and (self._g0_fill or self._g0_guide):
+        if not evolve and len(fresh) > 1 and not fixed and (self._g0_fill or self._g0_guide or self._g0_safe):
             i = self._first_pick(fresh, order)
         elif len(fresh) == 1 or not evolve:
             i = 0
@@ -1005,11 +1013,15 @@ class GeneticSampler(BaseGASampler):
 
     def _first_pick(self, cands: np.ndarray, order: np.ndarray) -> int:
         """Pick in generation 0: by the value statistics and failure risk once ``_g0_guide``
-        trials finished with at least two complete ones, else (``_g0_fill``) the candidate made
-        of the least tried values, else the first (random) one."""
+        trials finished with at least two complete ones, else (``_g0_safe``, once a trial failed)
+        the least failure-prone of the first ``_g0_safe`` candidates, else (``_g0_fill``) the
+        candidate made of the least tried values, else the first (random) one."""
         if self._g0_guide and self._n >= self._g0_guide and len(order) >= 2:
             score = self._value_counts(order).score(cands) + self._fail_risk(cands)
             return int(np.argmin(score + self._rng.uniform(0.0, 1e-6, len(score))))
+        if self._g0_safe and self._n_failed:
+            risk = self._fail_risk(cands[: self._g0_safe])
+            return int(np.argmin(risk + self._rng.uniform(0.0, 1e-6, len(risk))))
         if self._g0_fill and self._n:
             rarity = self._value_counts(order).rarity(cands)
             return int(np.argmin(rarity + self._rng.uniform(0.0, 1e-6, len(rarity))))
@@ -1223,7 +1235,7 @@ class GeneticSampler(BaseGASampler):
         n, d = self._n, len(self._names)
         counts = self._counts
         if counts is None or counts.rows is not self._x or counts.d != d or counts.n > n:
-            counts = self._counts = ValueCounts(self._kind, self._nval, self._x)
+            counts = self._counts = ValueCounts(self._kind, self._nval, self._x, pair_weight=self._pair_weight)
         counts.update(self._x[counts.n : n, :d], order[: max(2, math.ceil(self._gamma * n))])
         return counts
 
@@ -1257,7 +1269,26 @@ class GeneticSampler(BaseGASampler):
 
     def _fail_risk(self, cands: np.ndarray) -> np.ndarray:
         """Highest smoothed failure rate among the candidate's gene values (failures cluster on
-        values such as too large blocks); the prior is the study's failure rate."""
+        values such as too large blocks); the prior is the study's failure rate.  With
+        ``_pair_fail``, also among its gene-value pairs (:meth:`ValueCounts.pair_risk`)."""
+        risk = self._value_fail_risk(cands)
+        if self._pair_fail and self._n_failed:
+            risk = np.maximum(risk, self._failure_counts().pair_risk(cands, self._n_failed / self._n))
+        return risk
+
+    def _failure_counts(self) -> ValueCounts:
+        """Value and value-pair counts with the failed rows as the counted "good" ones, brought up
+        to date with the rows added since last time."""
+        n, d = self._n, len(self._names)
+        counts = self._fail_counts
+        if counts is None or counts.rows is not self._x or counts.d != d or counts.n > n:
+            counts = self._fail_counts = ValueCounts(self._kind, self._nval, self._x, pair_weight=1.0)
+        if counts.n != n:
+            counts.update(self._x[counts.n : n, :d], np.where(np.isnan(self._v[:n, 0]))[0])
+        return counts
+
+    def _value_fail_risk(self, cands: np.ndarray) -> np.ndarray:
+        """The per-gene part of :meth:`_fail_risk`."""
         if not self._n_failed or not self._fail_tab:
             return np.zeros(len(cands))
         if self._fail_stack[0] != len(self._fail_tab):  # a gene got its table since
