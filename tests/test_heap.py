@@ -5,15 +5,10 @@ from __future__ import annotations
 import gc
 import weakref
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from ciq_optuna.compilers.locate import find_compiler
 from ciq_optuna.study.heap import LongLived
-from ciq_optuna.tune import TuneConfig, tune
-
-STENCIL = Path(__file__).resolve().parents[1] / "examples" / "stencil" / "stencil.sm_90a.ptx"
 
 
 class _Cycle:
@@ -68,31 +63,3 @@ def test_nothing_is_frozen_while_the_collector_is_off() -> None:
         assert gc.get_freeze_count() == 0
     assert not gc.isenabled()
 
-
-def test_tune_freezes_after_its_first_trial_and_gives_everything_back(tmp_path: Path) -> None:
-    try:
-        find_compiler("ptxas")
-    except Exception:  # noqa: BLE001
-        pytest.skip("no ptxas installed")
-    frozen: list[int] = []
-
-    def measure(cubin: Path, candidate: object) -> float:
-        frozen.append(gc.get_freeze_count())
-        return float(cubin.stat().st_size)
-
-    config = TuneConfig(
-        kernel=STENCIL,
-        arch="sm_90a",
-        minimize=["size"],
-        trials=6,
-        seed=0,
-        measure_name="size",
-        storage=f"sqlite:///{tmp_path / 's.db'}",
-        acf=tmp_path / "best.acf",
-        workdir=tmp_path / "w",
-        progress=False,
-        simplify=False,
-    )
-    tune(config, measure=measure)
-    assert frozen[0] == 0 and all(n > 0 for n in frozen[1:]), frozen
-    assert gc.get_freeze_count() == 0

@@ -3,8 +3,9 @@ sampler's model of them.
 
 CPython's full collection visits every object the collector tracks. A tune on a study of 5,000
 trials holds a few hundred thousand of them (the storage's copy of each trial, the sampler's rows
-and indexes) from its first trial to its end, so a full collection costs ~100 ms there, against a
-few ms for the work of one trial. ``LongLived`` freezes them (``gc.freeze``) once the study is
+and indexes) from its first trial to its end, so a full collection costs 0.1-0.2 s there, against
+a few ms for the work of one trial; in a process that keeps such objects (several tunes, a
+benchmark) one falls in about every 25 trials. ``LongLived`` freezes them (``gc.freeze``) once the study is
 read: later collections, full ones included, visit only what was made after. They return to the
 collector when the run ends (``gc.unfreeze``), so a process that runs several tunes frees their
 garbage as before.
