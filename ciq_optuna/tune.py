@@ -44,6 +44,7 @@ from ciq_optuna.space.search import Candidate, SearchSpace
 from ciq_optuna.store import add_to_store, check_store, picked_acf
 from ciq_optuna.study._optuna import storage_of, trial_id_of
 from ciq_optuna.study.budget import budget_status, cancel_left_waiting, done_reaches, gated_objective
+from ciq_optuna.study.heap import LongLived
 from ciq_optuna.study.leases import (
     MAX_TAKEN_AWAY,
     POLL_INTERVAL_S,
@@ -344,10 +345,11 @@ def tune(config: TuneConfig, *, measure: Measure | None = None, storage: Any = N
     remaining = config.trials - done
     _say(config, f"study {name!r} in {storage_shown}: {done} trial(s) done, {max(remaining, 0)} to run")
     in_flight: set[int] = set()
-    progress = _Progress(config, min(done, config.trials))
+    heap = LongLived()  # frozen after the first trial, when the sampler has read the study
+    progress = _Progress(config, min(done, config.trials), heap)
     multi = len(study.directions) > 1
     try:
-        with progress:
+        with progress, heap:
             if remaining > 0 and _run_baseline(study, objective, config.trials, in_flight, progress):
                 remaining -= 1
             if remaining > 0 and warm:
@@ -412,9 +414,10 @@ def _simplify(study: optuna.Study, objective: CompileObjective, config: TuneConf
 
 
 class _Progress:
-    """One progress bar over the study's budget: baseline, screening, search and corner trials."""
+    """One progress bar over the study's budget: baseline, screening, search and corner trials.
+    Each finished trial also settles ``heap`` (the study is read by then)."""
 
-    def __init__(self, config: TuneConfig, done: int) -> None:
+    def __init__(self, config: TuneConfig, done: int, heap: LongLived | None = None) -> None:
         from tqdm.auto import tqdm
 
         self.bar = tqdm(
@@ -429,6 +432,7 @@ class _Progress:
         self._lock = threading.Lock()
         self._best: Any = None
         self._read_at = -math.inf
+        self._heap = heap
 
     def __enter__(self) -> _Progress:
         return self
@@ -438,6 +442,8 @@ class _Progress:
 
     def step(self, study: optuna.Study, failed: bool, value: Any = None) -> None:
         """One more finished trial (``value``: what its objective returned, None if it failed)."""
+        if self._heap is not None:
+            self._heap.settle()
         with self._lock:
             self.failed += failed
             self.bar.update(1)

@@ -131,3 +131,17 @@ def test_trials_compile_in_one_scratch_folder_per_thread_removed_with_the_object
     del objective
     gc.collect()
     assert not any(f.exists() for f in folders)
+
+
+def test_objects_alive_after_the_first_trial_are_frozen_until_the_run_ends(tmp_path: Path) -> None:
+    """The study read and the sampler's model stay out of full collections (ciq_optuna.study.heap)."""
+    gc.unfreeze()
+    frozen: list[int] = []
+
+    def measure(cubin: Path, candidate) -> float:
+        frozen.append(gc.get_freeze_count())
+        return float(cubin.stat().st_size)
+
+    tune(_config(tmp_path, trials=6, simplify=False), measure=measure)
+    assert frozen[0] == 0 and all(n > 0 for n in frozen[1:]), frozen
+    assert gc.get_freeze_count() == 0
