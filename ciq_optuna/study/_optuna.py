@@ -907,6 +907,66 @@ class _Sql:
             found = self._direct[cache] = _Direct(statement, dialect, keys, many)
         return found
 
+    def trial_write(self, dialect: Any, finish: bool, counts: tuple[int, int, int, int]) -> _Direct:
+        """PostgreSQL: a trial's rows as ONE statement (data-modifying CTEs; autocommit makes it
+        one transaction): the trial's update to its final state (``finish``; else a look that it is
+        still RUNNING), then ``counts`` rows of parameters, user attributes, system attributes and
+        values, each inserted only when that trial row was found RUNNING. It returns how many
+        trial rows that was (0 or 1). Parameters: ``tid``, ``st``, ``done`` and, per row ``i`` of
+        table ``k`` (0 to 3, in that order), ``<column>_t<k>r<i>``. One BEGIN, five statements and
+        one COMMIT (seven round trips) become one."""
+        import sqlalchemy as sa
+        from optuna.storages._rdb import models
+
+        cache = (id(self.finish), finish, counts)
+        found = self._direct.get(cache)
+        if found is not None:
+            return found
+        trials = models.TrialModel.__table__
+        tid = sa.bindparam("tid", type_=trials.c.trial_id.type)
+        running = sa.and_(trials.c.trial_id == tid, trials.c.state == TrialState.RUNNING)
+        if finish:
+            done = (
+                sa.update(trials)
+                .where(running)
+                .values(
+                    state=sa.bindparam("st", type_=trials.c.state.type),
+                    datetime_complete=sa.bindparam("done", type_=trials.c.datetime_complete.type),
+                )
+                .returning(trials.c.trial_id)
+                .cte("done")
+            )
+        else:
+            done = sa.select(trials.c.trial_id).where(running).cte("done")
+        query = sa.select(sa.func.count()).select_from(done)
+        tables = (
+            (models.TrialParamModel.__table__, ("param_name", "param_value", "distribution_json"), None),
+            (models.TrialUserAttributeModel.__table__, ("key", "value_json"), self.attrs[models.TrialUserAttributeModel]),
+            (models.TrialSystemAttributeModel.__table__, ("key", "value_json"), self.attrs[models.TrialSystemAttributeModel]),
+            (models.TrialValueModel.__table__, ("objective", "value", "value_type"), None),
+        )
+        for k, ((table, keys, upsert), count) in enumerate(zip(tables, counts)):
+            if not count:
+                continue
+            rows = [
+                tuple(sa.cast(sa.bindparam(f"{key}_t{k}r{i}", type_=table.c[key].type), table.c[key].type) for key in keys)
+                for i in range(count)
+            ]
+            listed = sa.values(*(sa.column(key, table.c[key].type) for key in keys), name=f"v{k}").data(rows)
+            chosen = sa.select(done.c.trial_id, *(listed.c[key] for key in keys))
+            if upsert is None:
+                insert = sa.insert(table).from_select(["trial_id", *keys], chosen)
+            else:
+                from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+                insert = pg_insert(table).from_select(["trial_id", *keys], chosen)
+                insert = insert.on_conflict_do_update(
+                    index_elements=[table.c.trial_id, table.c.key], set_={"value_json": insert.excluded.value_json}
+                )
+            query = query.add_cte(insert.cte(f"w{k}"))
+        found = self._direct[cache] = _Direct(query, dialect, (), False)
+        return found
+
     def direct_rows(self, insert: Any, dialect: Any, keys: tuple[str, ...], rows: int) -> _Direct:
         """``insert`` for ``rows`` rows of parameters ``keys`` as ONE statement (a VALUES list,
         parameters named ``<key>_r<row>``), run through the driver: psycopg's ``executemany``
@@ -1166,6 +1226,9 @@ class _Connections:
         self._writes = _Held(engine, autocommit=False)
         self._reads = _Held(engine, autocommit=True) if engine.dialect.name == "postgresql" else self._writes
         self._sqlite = engine.dialect.name == "sqlite"
+        self.dialect = engine.dialect
+        #: A trial's rows are written by one statement (``_Sql.trial_write``), not a transaction.
+        self.one_statement_writes = engine.dialect.name == "postgresql"
 
     @contextlib.contextmanager
     def begin(self) -> Iterator[Any]:
@@ -1378,7 +1441,8 @@ def write_trial(
     now: datetime.datetime | None,
 ) -> bool:
     """Write a trial's buffered rows, and its values and final state when ``state`` is given, in
-    one transaction of SQL statements (one per table, no ORM objects).
+    one transaction of SQL statements (one per table, no ORM objects); on PostgreSQL as one
+    statement in autocommit (:meth:`_Sql.trial_write`), the same transaction in one round trip.
 
     Returns False, like ``RDBStorage.set_trial_state_values``, when another process changed the
     trial first (an IntegrityError); raises ``UpdateFinishedTrialError`` when it is already finished.
@@ -1387,7 +1451,39 @@ def write_trial(
     from optuna.storages._rdb import models
 
     sql = conns.sql
+    params = [
+        {
+            "param_name": name,
+            "param_value": value,
+            "distribution_json": distributions.distribution_to_json(dist),
+        }
+        for name, (value, dist) in pending.params.items()
+    ]
+    value_rows = []
+    for objective, value in enumerate(values or ()):
+        stored, kind = models.TrialValueModel.value_to_stored_repr(value)
+        value_rows.append({"objective": objective, "value": stored, "value_type": kind})
+    unchecked = [(name, dist) for name, (_, dist) in pending.params.items() if cached.get(name) is None]
     try:
+        if conns.one_statement_writes:
+            if not (state is not None or params or pending.user_attrs or pending.system_attrs):
+                return True
+            if unchecked:  # first use of these names here: check the study's
+                with conns.reading() as conn:
+                    for name, dist in unchecked:
+                        _check_distribution(conns, conn, trial_id, name, dist)
+            tables = (params, _attr_rows(pending.user_attrs), _attr_rows(pending.system_attrs), value_rows)
+            bound = {"tid": trial_id, "st": state, "done": _utc(now) if now is not None else None}
+            for k, rows in enumerate(tables):
+                for i, row in enumerate(rows):
+                    bound.update({f"{key}_t{k}r{i}": v for key, v in row.items()})
+            write = sql.trial_write(conns.dialect, state is not None, tuple(len(rows) for rows in tables))
+            with conns.single() as conn:
+                if write.run(conn, bound).scalar() == 1:
+                    return True
+            with conns.reading() as conn:
+                _check_updatable(conns, conn, trial_id)
+            return False  # RUNNING again by now: changed by another process meanwhile
         with conns.begin() as conn:
             if state is not None:
                 done = _execute(
@@ -1399,35 +1495,24 @@ def write_trial(
                     _check_updatable(conns, conn, trial_id)
             elif pending.params or pending.user_attrs or pending.system_attrs:
                 _check_updatable(conns, conn, trial_id)
-            rows = []
-            for name, (value, dist) in pending.params.items():
-                if cached.get(name) is None:  # first use of this name here: check the study's
-                    _check_distribution(conns, conn, trial_id, name, dist)
-                rows.append(
-                    {
-                        "trial_id": trial_id,
-                        "param_name": name,
-                        "param_value": value,
-                        "distribution_json": distributions.distribution_to_json(dist),
-                    }
-                )
-            if rows:
-                _execute(conns, conn, sql.params, rows)
+            for name, dist in unchecked:
+                _check_distribution(conns, conn, trial_id, name, dist)
+            if params:
+                _execute(conns, conn, sql.params, [{"trial_id": trial_id, **row} for row in params])
             _upsert_attrs(conns, conn, models.TrialUserAttributeModel, trial_id, pending.user_attrs)
             _upsert_attrs(conns, conn, models.TrialSystemAttributeModel, trial_id, pending.system_attrs)
-            value_rows = []
-            for objective, value in enumerate(values or ()):
-                stored, kind = models.TrialValueModel.value_to_stored_repr(value)
-                value_rows.append(
-                    {"trial_id": trial_id, "objective": objective, "value": stored, "value_type": kind}
-                )
             if value_rows:
-                _execute(conns, conn, sql.values, value_rows)
+                _execute(conns, conn, sql.values, [{"trial_id": trial_id, **row} for row in value_rows])
     except sqlalchemy.exc.IntegrityError:
         return False
     except sqlalchemy.exc.SQLAlchemyError as exc:  # as RDBStorage reports a failed commit
         raise optuna.exceptions.StorageInternalError(f"writing trial id {trial_id} failed") from exc
     return True
+
+
+def _attr_rows(attrs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Attribute rows of a trial, keys and values as stored (JSON)."""
+    return [{"key": k, "value_json": json.dumps(v)} for k, v in attrs.items()]
 
 
 def _check_updatable(conns: _Connections, conn: Any, trial_id: int) -> None:
@@ -1453,7 +1538,7 @@ def _upsert_attrs(conns: _Connections, conn: Any, model: Any, trial_id: int, att
     """Insert or replace ``attrs`` of a trial in one statement (SQLite, PostgreSQL), else row by row."""
     if not attrs:
         return
-    rows = [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)} for k, v in attrs.items()]
+    rows = [{"trial_id": trial_id, **row} for row in _attr_rows(attrs)]
     upsert = conns.sql.attrs[model]
     if upsert is not None:
         _execute(conns, conn, upsert, rows)
