@@ -1005,7 +1005,8 @@ class _Direct:
             if not bind.required and bind.value is not None:
                 self.fixed[name] = bind.value
 
-    def _params(self, given: dict[str, Any]) -> dict[str, Any]:
+    def bind(self, given: dict[str, Any]) -> dict[str, Any]:
+        """The parameters as the driver gets them: fixed values added, each through its type's processor."""
         out = {**self.fixed, **given}
         for name, process in self.processors.items():
             if name in out:
@@ -1017,8 +1018,8 @@ class _Direct:
         if isinstance(params, list) and len(params) == 1:
             params = params[0]
         if isinstance(params, list):
-            return driver_execute(conn.connection.dbapi_connection, self.dialect, self.sql, [self._params(p) for p in params])
-        return driver_execute(conn.connection.dbapi_connection, self.dialect, self.sql, self._params(params))
+            return driver_execute(conn.connection.dbapi_connection, self.dialect, self.sql, [self.bind(p) for p in params])
+        return driver_execute(conn.connection.dbapi_connection, self.dialect, self.sql, self.bind(params))
 
 
 def driver_execute(raw: Any, dialect: Any, sql: str, params: dict[str, Any] | list[dict[str, Any]]) -> _Result:
@@ -1037,6 +1038,37 @@ def driver_execute(raw: Any, dialect: Any, sql: str, params: dict[str, Any] | li
             cursor.execute(sql, params)
             rows = cursor.fetchall() if cursor.description is not None else []
         return _Result(rows, cursor.rowcount)
+    except psycopg.Error as exc:
+        raise sqlalchemy.exc.DBAPIError.instance(
+            sql,
+            params,
+            exc,
+            psycopg.Error,
+            connection_invalidated=dialect.is_disconnect(exc, raw, cursor),
+            dialect=dialect,
+        ) from exc
+    finally:
+        cursor.close()
+
+
+def driver_script(raw: Any, dialect: Any, sql: str, params: dict[str, Any]) -> list[_Result]:
+    """Run ``sql``, several statements separated by ``;``, as ONE query on psycopg connection
+    ``raw``: the parameters bound by psycopg on the client (``ClientCursor``), the statements run
+    by the server one after the other in one transaction (each with a snapshot of its own, as in
+    a transaction of separate statements) in one round trip. The result of each statement;
+    errors as :func:`driver_execute` raises them."""
+    import psycopg
+    import sqlalchemy.exc
+
+    cursor = psycopg.ClientCursor(raw)
+    try:
+        cursor.execute(sql, params)
+        results = []
+        while True:
+            rows = cursor.fetchall() if cursor.description is not None else []
+            results.append(_Result(rows, cursor.rowcount))
+            if not cursor.nextset():
+                return results
     except psycopg.Error as exc:
         raise sqlalchemy.exc.DBAPIError.instance(
             sql,
@@ -1254,6 +1286,17 @@ class _Connections:
         with self.reading() as conn:
             yield conn
 
+    def script(self, conn: Any, parts: list[tuple[Any, dict[str, Any]]]) -> list[_Result]:
+        """PostgreSQL: the statements of ``parts`` (statement, parameters) as one query on ``conn``
+        (:func:`driver_script`; on the autocommit connection, one transaction), their results.
+        A parameter name shared by two statements must have the same value in both."""
+        texts, bound = [], {}
+        for statement, params in parts:
+            direct = self.sql.direct(statement, conn.dialect, tuple(sorted(params)), False)
+            texts.append(direct.sql)
+            bound.update(direct.bind(params))
+        return driver_script(conn.connection.dbapi_connection, conn.dialect, ";\n".join(texts), bound)
+
     def read(self, statement: Any, params: dict[str, Any]) -> Any:
         """The scalar result of one read-only ``statement``."""
         with self.reading() as conn:
@@ -1371,20 +1414,40 @@ def create_running_trial(conns: _Connections, study_id: int, beat: bool) -> Froz
     count of the earlier trials, in one index look-up instead of a count over the study (which
     stays the fallback, e.g. for a study without trials). The insert is a statement of its own
     after the lock, so on PostgreSQL it sees every trial committed by the lock's previous holder;
-    there the heartbeat is inserted by the same statement (2 statements in all, not 3).
+    there the heartbeat is inserted by the same statement, and both statements go as one query on
+    the autocommit connection (:meth:`_Connections.script`): one round trip, not BEGIN, two
+    statements and COMMIT.
     """
     sql = conns.sql
     start = datetime.datetime.now()
+    row = {"sid": study_id, "state": TrialState.RUNNING, "start": _utc(start)}
+    if conns.one_statement_writes:  # PostgreSQL: the lock and the insert in one round trip
+        import sqlalchemy.exc
+
+        make = sql.new_trial_beat if beat else sql.new_trial
+        try:
+            with conns.single() as conn:
+                locked, made = conns.script(conn, [(sql.lock_study, {"sid": study_id}), (make, row)])
+        except sqlalchemy.exc.IntegrityError:  # the insert of a trial of no study
+            locked = None
+        if not locked or not locked.rows:
+            raise KeyError(f"no study with study_id {study_id}")
+        trial_id, number = made.one()
+        return _running_trial(trial_id, number, start)
     with conns.begin() as conn:
         if _execute(conns, conn, sql.lock_study, {"sid": study_id}).scalar() is None:
             raise KeyError(f"no study with study_id {study_id}")
-        row = {"sid": study_id, "state": TrialState.RUNNING, "start": _utc(start)}
         if beat and sql.new_trial_beat is not None:
             trial_id, number = _execute(conns, conn, sql.new_trial_beat, row).one()
         else:
             trial_id, number = _execute(conns, conn, sql.new_trial, row).one()
             if beat:
                 _execute(conns, conn, sql.heartbeat, {"trial_id": trial_id})
+    return _running_trial(trial_id, number, start)
+
+
+def _running_trial(trial_id: int, number: int, start: datetime.datetime) -> FrozenTrial:
+    """The trial just created by :func:`create_running_trial`, as Optuna's cache holds it."""
     return FrozenTrial(
         number=number,
         state=TrialState.RUNNING,
