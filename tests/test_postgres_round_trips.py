@@ -97,3 +97,30 @@ def test_creating_a_trial_of_no_study_is_a_key_error(postgres_db_url: str, tmp_p
     optuna.create_study(storage=storage, study_name="k")
     with pytest.raises(KeyError):
         storage.create_new_trial(9999)
+
+
+def test_the_budget_checks_look_answers_the_next_look_for_a_waiting_trial(
+    postgres_db_url: str, tmp_path: Path, queries: Counter[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = resolve_storage(postgres_db_url, default_path=tmp_path / "x.db")
+    other = resolve_storage(postgres_db_url, default_path=tmp_path / "x.db")
+    study = optuna.create_study(storage=mine, study_name="w")
+    study.optimize(lambda t: t.suggest_int("x", 0, 9), n_trials=2)
+    sid = study._study_id
+    waiting = (TrialState.WAITING,)
+
+    queries.clear()
+    assert mine.unread_bound(sid) == 0
+    assert mine.get_all_trials(sid, states=waiting) == [] and queries == Counter(execute=1)
+    assert mine.get_all_trials(sid, states=waiting) == [] and queries == Counter(execute=2)  # once only
+
+    optuna.load_study(study_name="w", storage=other).enqueue_trial({"x": 3})
+    assert mine.unread_bound(sid) == 1
+    assert [t.system_attrs["fixed_params"] for t in mine.get_all_trials(sid, states=waiting)] == [{"x": 3}]
+
+    study.optimize(lambda t: t.suggest_int("x", 0, 9), n_trials=1)  # runs the enqueued trial
+    monkeypatch.setattr("ciq_optuna.study._optuna.WAITING_LOOK_S", 0.0)
+    assert mine.unread_bound(sid) == 0
+    optuna.load_study(study_name="w", storage=other).enqueue_trial({"x": 4})
+    found = [t.system_attrs["fixed_params"] for t in mine.get_all_trials(sid, states=waiting)]  # after the look
+    assert found == [{"x": 4}]

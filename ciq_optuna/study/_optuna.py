@@ -38,7 +38,10 @@ trial it moved to RUNNING):
 - Reading the study: one index look-up when only this process's trials can have changed; else
   the trials that changed (Optuna's incremental read) in ONE plain SQL statement instead of
   Optuna's seven ORM queries; Optuna's look for a WAITING trial is one index look-up among the
-  trials created since the last read, not a read of the study.
+  trials created since the last read, not a read of the study (or none: the budget check's
+  count of those trials, just made, also tells how many are WAITING).
+- On PostgreSQL a trial is created by one query (the study row locked, then the trial inserted)
+  and written by one statement, both in autocommit: no BEGIN and COMMIT round trips.
 """
 
 from __future__ import annotations
@@ -106,6 +109,11 @@ FLUSH_DELAY = 0.2
 #: Seconds after a heartbeat of a trial during which another one for it is not written (far below
 #: the heartbeat interval and the grace period: the lease is renewed as before).
 BEAT_AGAIN_S = 1.0
+
+#: Seconds during which the look for WAITING trials made by the budget check (``unread_bound``)
+#: answers Optuna's look before the next trial, once: the next trial is asked for within
+#: milliseconds, and the answer is the one a look made at the budget check's time gives.
+WAITING_LOOK_S = 0.5
 
 #: Most unfinished trial ids listed in one read of the changed trials (SQLite allows 32,766 bind
 #: parameters per statement); above it, every trial from the lowest of them on is read.
@@ -373,6 +381,8 @@ class BatchedStorage(_CachedStorage):
         # per study: the database's version (_Connections.version) taken just before the last read
         self._verified: dict[int, Any] = {}
         self._read_once: dict[int, tuple[int, bool]] = {}  # per study: (thread, read yet) in read_once
+        # per study: the last look for WAITING trials made by unread_bound: (after, when, none)
+        self._waiting_look: dict[int, tuple[int, float, bool]] = {}
         self._conns = _Connections(backend)
         self._beater = _Beater(self)
 
@@ -766,7 +776,10 @@ class BatchedStorage(_CachedStorage):
         (see :meth:`_read_trials_from_remote_storage`). So when no trial this process knows is
         WAITING, a WAITING trial can only be among those with an id above the last read's:
         looking there costs a worker sharing the study one small query instead of a read of
-        every trial that changed (the other workers' running and new trials).
+        every trial that changed (the other workers' running and new trials). That look may be
+        the one :meth:`unread_bound` has just made (once, within ``WAITING_LOOK_S``): the answer is
+        then as of that moment, as if the look had been made then; a WAITING trial created after it
+        is found by the next look.
         """
         version = self._conns.version()
         with self._lock:
@@ -779,6 +792,9 @@ class BatchedStorage(_CachedStorage):
                 return False
             if version is not None and self._verified.get(study_id) == version:
                 return True  # nothing committed by another connection since the last read
+            look = self._waiting_look.pop(study_id, None)
+            if look is not None and look[0] == seen and time.monotonic() - look[1] < WAITING_LOOK_S:
+                return look[2]  # the budget check just looked (unread_bound)
         return self._db(lambda: self._conns.read(self._conns.sql.waiting_after, {"sid": study_id, "after": seen})) is None
 
     def unread_bound(self, study_id: int) -> int | None:
@@ -786,7 +802,11 @@ class BatchedStorage(_CachedStorage):
         finished since the last read): the other processes' trials unfinished at that read, plus
         the trials created since (one ``count(*)`` over the new trial ids, none where SQLite shows
         no other connection committed). None when the study was not read yet or has numbers not
-        read. This process's own trials are known as they are (:meth:`trials_as_read`)."""
+        read. This process's own trials are known as they are (:meth:`trials_as_read`).
+
+        The same statement counts the WAITING ones among the new trials: that answers Optuna's
+        look for a WAITING trial when it comes within ``WAITING_LOOK_S`` (:meth:`_no_waiting_trial`;
+        the budget check after a trial, then the next trial's ask: one query, not two)."""
         version = self._conns.version()
         with self._lock:
             seen = self._seen.get(study_id)
@@ -796,7 +816,9 @@ class BatchedStorage(_CachedStorage):
             if version is not None and self._verified.get(study_id) == version:
                 return 0
             others = len(study.unfinished_trial_ids - self._open.keys())
-        new = self._db(lambda: self._conns.read(self._conns.sql.count_after, {"sid": study_id, "after": seen}))
+        new, waiting = self._db(lambda: self._conns.row(self._conns.sql.count_after, {"sid": study_id, "after": seen}))
+        with self._lock:
+            self._waiting_look[study_id] = (seen, time.monotonic(), not waiting)
         return others + int(new or 0)
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
@@ -882,8 +904,10 @@ class _Sql:
             .limit(1)
         )
         self.study_exists = sa.select(studies.c.study_id).where(studies.c.study_id == sid)
-        self.count_after = (
-            sa.select(sa.func.count())
+        self.count_after = (  # the trials created after a read, and how many of them are WAITING
+            sa.select(
+                sa.func.count(), sa.func.coalesce(sa.func.sum(sa.case((trials.c.state == TrialState.WAITING, 1), else_=0)), 0)
+            )
             .select_from(trials)
             .where(trials.c.study_id == sid, trials.c.trial_id > sa.bindparam("after"))
         )
@@ -1301,6 +1325,11 @@ class _Connections:
         """The scalar result of one read-only ``statement``."""
         with self.reading() as conn:
             return _execute(self, conn, statement, params).scalar()
+
+    def row(self, statement: Any, params: dict[str, Any]) -> Any:
+        """The one row of one read-only ``statement``."""
+        with self.reading() as conn:
+            return _execute(self, conn, statement, params).one()
 
     def rows(self, statement: Any, params: dict[str, Any]) -> list[Any]:
         """The rows of one read-only ``statement``."""
