@@ -931,65 +931,45 @@ class _Sql:
             found = self._direct[cache] = _Direct(statement, dialect, keys, many)
         return found
 
-    def trial_write(self, dialect: Any, finish: bool, counts: tuple[int, int, int, int]) -> _Direct:
+    @staticmethod
+    @functools.cache
+    def trial_write(finish: bool) -> str:
         """PostgreSQL: a trial's rows as ONE statement (data-modifying CTEs; autocommit makes it
         one transaction): the trial's update to its final state (``finish``; else a look that it is
-        still RUNNING), then ``counts`` rows of parameters, user attributes, system attributes and
-        values, each inserted only when that trial row was found RUNNING. It returns how many
-        trial rows that was (0 or 1). Parameters: ``tid``, ``st``, ``done`` and, per row ``i`` of
-        table ``k`` (0 to 3, in that order), ``<column>_t<k>r<i>``. One BEGIN, five statements and
-        one COMMIT (seven round trips) become one."""
-        import sqlalchemy as sa
-        from optuna.storages._rdb import models
+        still RUNNING), then its parameters, user attributes, system attributes and values, each
+        inserted only when that trial row was found RUNNING. It returns how many trial rows that
+        was (0 or 1). One BEGIN, five statements and one COMMIT (seven round trips) become one.
 
-        cache = (id(self.finish), finish, counts)
-        found = self._direct.get(cache)
-        if found is not None:
-            return found
+        The rows come as arrays, one per column (``unnest``), so that the text is the same for
+        any number of rows: built once, and prepared by psycopg after a few runs (a VALUES list
+        per row count was a new statement for each count of a trial's parameters and attributes).
+        Parameters: ``tid``, ``st`` (a state's name), ``done``, and one list per column named
+        ``<table's prefix>_<column>``, prefixes ``p`` (parameters), ``u`` and ``s`` (user and system
+        attributes), ``v`` (values): ``p_param_name``, ``u_key``, ``v_value_type``..."""
         trials = models.TrialModel.__table__
-        tid = sa.bindparam("tid", type_=trials.c.trial_id.type)
-        running = sa.and_(trials.c.trial_id == tid, trials.c.state == TrialState.RUNNING)
+        running = f"trial_id = %(tid)s AND state = '{TrialState.RUNNING.name}'"
         if finish:
-            done = (
-                sa.update(trials)
-                .where(running)
-                .values(
-                    state=sa.bindparam("st", type_=trials.c.state.type),
-                    datetime_complete=sa.bindparam("done", type_=trials.c.datetime_complete.type),
-                )
-                .returning(trials.c.trial_id)
-                .cte("done")
-            )
+            done = f"UPDATE {trials.name} SET state = %(st)s, datetime_complete = %(done)s WHERE {running} RETURNING trial_id"
         else:
-            done = sa.select(trials.c.trial_id).where(running).cte("done")
-        query = sa.select(sa.func.count()).select_from(done)
-        tables = (
-            (models.TrialParamModel.__table__, ("param_name", "param_value", "distribution_json"), None),
-            (models.TrialUserAttributeModel.__table__, ("key", "value_json"), self.attrs[models.TrialUserAttributeModel]),
-            (models.TrialSystemAttributeModel.__table__, ("key", "value_json"), self.attrs[models.TrialSystemAttributeModel]),
-            (models.TrialValueModel.__table__, ("objective", "value", "value_type"), None),
+            done = f"SELECT trial_id FROM {trials.name} WHERE {running}"
+        value_type = models.TrialValueModel.__table__.c.value_type.type.name
+        parts = [f"done AS ({done})"]
+        inserts = (
+            (models.TrialParamModel, "p", (("param_name", "varchar"), ("param_value", "float8"), ("distribution_json", "text"))),
+            (models.TrialUserAttributeModel, "u", (("key", "varchar"), ("value_json", "text"))),
+            (models.TrialSystemAttributeModel, "s", (("key", "varchar"), ("value_json", "text"))),
+            (models.TrialValueModel, "v", (("objective", "int"), ("value", "float8"), ("value_type", "text"))),
         )
-        for k, ((table, keys, upsert), count) in enumerate(zip(tables, counts)):
-            if not count:
-                continue
-            rows = [
-                tuple(sa.cast(sa.bindparam(f"{key}_t{k}r{i}", type_=table.c[key].type), table.c[key].type) for key in keys)
-                for i in range(count)
-            ]
-            listed = sa.values(*(sa.column(key, table.c[key].type) for key in keys), name=f"v{k}").data(rows)
-            chosen = sa.select(done.c.trial_id, *(listed.c[key] for key in keys))
-            if upsert is None:
-                insert = sa.insert(table).from_select(["trial_id", *keys], chosen)
-            else:
-                from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-                insert = pg_insert(table).from_select(["trial_id", *keys], chosen)
-                insert = insert.on_conflict_do_update(
-                    index_elements=[table.c.trial_id, table.c.key], set_={"value_json": insert.excluded.value_json}
-                )
-            query = query.add_cte(insert.cte(f"w{k}"))
-        found = self._direct[cache] = _Direct(query, dialect, (), False)
-        return found
+        for model, prefix, columns in inserts:
+            names = ", ".join(name for name, _ in columns)
+            chosen = ", ".join(f"r.{name}::{value_type}" if name == "value_type" else f"r.{name}" for name, _ in columns)
+            arrays = ", ".join(f"%({prefix}_{name})s::{kind}[]" for name, kind in columns)
+            conflict = " ON CONFLICT (trial_id, key) DO UPDATE SET value_json = excluded.value_json" if prefix in "us" else ""
+            parts.append(
+                f"w_{prefix} AS (INSERT INTO {model.__table__.name} (trial_id, {names}) "
+                f"SELECT done.trial_id, {chosen} FROM done, unnest({arrays}) AS r ({names}){conflict})"
+            )
+        return "WITH " + ",\n".join(parts) + "\nSELECT count(*) FROM done"
 
     def direct_rows(self, insert: Any, dialect: Any, keys: tuple[str, ...], rows: int) -> _Direct:
         """``insert`` for ``rows`` rows of parameters ``keys`` as ONE statement (a VALUES list,
@@ -1564,14 +1544,23 @@ def write_trial(
                 with conns.reading() as conn:
                     for name, dist in unchecked:
                         _check_distribution(conns, conn, trial_id, name, dist)
-            tables = (params, _attr_rows(pending.user_attrs), _attr_rows(pending.system_attrs), value_rows)
-            bound = {"tid": trial_id, "st": state, "done": _utc(now) if now is not None else None}
-            for k, rows in enumerate(tables):
-                for i, row in enumerate(rows):
-                    bound.update({f"{key}_t{k}r{i}": v for key, v in row.items()})
-            write = sql.trial_write(conns.dialect, state is not None, tuple(len(rows) for rows in tables))
+            bound: dict[str, Any] = {
+                "tid": trial_id,
+                "st": state.name if state is not None else None,
+                "done": _utc(now) if now is not None else None,
+            }
+            tables = (
+                ("p", params, ("param_name", "param_value", "distribution_json")),
+                ("u", _attr_rows(pending.user_attrs), ("key", "value_json")),
+                ("s", _attr_rows(pending.system_attrs), ("key", "value_json")),
+                ("v", [{**row, "value_type": row["value_type"].name} for row in value_rows], ("objective", "value", "value_type")),
+            )
+            for prefix, rows, columns in tables:
+                bound.update({f"{prefix}_{column}": [row[column] for row in rows] for column in columns})
+            bound["p_param_value"] = [float(v) for v in bound["p_param_value"]]  # one array type, not int and float
             with conns.single() as conn:
-                if write.run(conn, bound).scalar() == 1:
+                raw = conn.connection.dbapi_connection
+                if driver_execute(raw, conn.dialect, sql.trial_write(state is not None), bound).scalar() == 1:
                     return True
             with conns.reading() as conn:
                 _check_updatable(conns, conn, trial_id)
