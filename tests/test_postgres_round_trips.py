@@ -49,18 +49,18 @@ def test_a_trial_is_created_and_written_in_one_query_each(
     assert queries == Counter(execute=1)  # the study's row locked and the trial inserted, in one query
     dist = optuna.distributions.IntDistribution(0, 9)
     storage.set_trial_param(trial_id, "x", 4, dist)
-    storage.set_trial_param(trial_id, "y", 0.5, optuna.distributions.FloatDistribution(0, 1))
+    storage.set_trial_param(trial_id, "y", 1 / 3, optuna.distributions.FloatDistribution(0, 1))
     storage.set_trial_user_attr(trial_id, "u", {"a": [1, 2]})
     storage.set_trial_system_attr(trial_id, "s", "v")
     queries.clear()
-    assert storage.set_trial_state_values(trial_id, TrialState.COMPLETE, [1.0, float("inf")])
+    assert storage.set_trial_state_values(trial_id, TrialState.COMPLETE, [0.1 + 0.2, float("inf")])
     assert queries == Counter(execute=1)
     with pytest.raises(optuna.exceptions.UpdateFinishedTrialError):
         storage.set_trial_state_values(trial_id, TrialState.COMPLETE, [1.0, 2.0])
 
     stored = optuna.load_study(study_name="q", storage=postgres_db_url).trials[-1]
-    assert (stored.number, stored.state, stored.values) == (2, TrialState.COMPLETE, [1.0, float("inf")])
-    assert (stored.params, stored.user_attrs, stored.system_attrs) == ({"x": 4, "y": 0.5}, {"u": {"a": [1, 2]}}, {"s": "v"})
+    assert (stored.number, stored.state, stored.values) == (2, TrialState.COMPLETE, [0.1 + 0.2, float("inf")])
+    assert (stored.params, stored.user_attrs, stored.system_attrs) == ({"x": 4, "y": 1 / 3}, {"u": {"a": [1, 2]}}, {"s": "v"})
 
 
 def test_trials_created_at_once_by_several_storages_are_numbered_without_repeats(

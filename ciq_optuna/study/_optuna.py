@@ -940,12 +940,13 @@ class _Sql:
         inserted only when that trial row was found RUNNING. It returns how many trial rows that
         was (0 or 1). One BEGIN, five statements and one COMMIT (seven round trips) become one.
 
-        The rows come as arrays, one per column (``unnest``), so that the text is the same for
-        any number of rows: built once, and prepared by psycopg after a few runs (a VALUES list
-        per row count was a new statement for each count of a trial's parameters and attributes).
-        Parameters: ``tid``, ``st`` (a state's name), ``done``, and one list per column named
-        ``<table's prefix>_<column>``, prefixes ``p`` (parameters), ``u`` and ``s`` (user and system
-        attributes), ``v`` (values): ``p_param_name``, ``u_key``, ``v_value_type``..."""
+        The rows of each table come as one JSON text (``json_to_recordset``), so that the text is
+        the same for any number of rows: built once and prepared by psycopg after a few runs (a
+        VALUES list per row count was a new statement for each count of a trial's parameters
+        and attributes), and each table's rows cost one ``json.dumps`` on the client (psycopg
+        dumps arrays element by element, in Python). Parameters: ``tid``, ``st`` (a state's name),
+        ``done``, and ``p`` (parameters), ``u`` and ``s`` (user and system attributes), ``v``
+        (values): each a JSON list of rows, objects keyed by column."""
         trials = models.TrialModel.__table__
         running = f"trial_id = %(tid)s AND state = '{TrialState.RUNNING.name}'"
         if finish:
@@ -960,14 +961,14 @@ class _Sql:
             (models.TrialSystemAttributeModel, "s", (("key", "varchar"), ("value_json", "text"))),
             (models.TrialValueModel, "v", (("objective", "int"), ("value", "float8"), ("value_type", "text"))),
         )
-        for model, prefix, columns in inserts:
-            names = ", ".join(name for name, _ in columns)
-            chosen = ", ".join(f"r.{name}::{value_type}" if name == "value_type" else f"r.{name}" for name, _ in columns)
-            arrays = ", ".join(f"%({prefix}_{name})s::{kind}[]" for name, kind in columns)
-            conflict = " ON CONFLICT (trial_id, key) DO UPDATE SET value_json = excluded.value_json" if prefix in "us" else ""
+        for model, name, columns in inserts:
+            names = ", ".join(column for column, _ in columns)
+            typed = ", ".join(f"{column} {kind}" for column, kind in columns)
+            chosen = ", ".join(f"r.{c}::{value_type}" if c == "value_type" else f"r.{c}" for c, _ in columns)
+            conflict = " ON CONFLICT (trial_id, key) DO UPDATE SET value_json = excluded.value_json" if name in "us" else ""
             parts.append(
-                f"w_{prefix} AS (INSERT INTO {model.__table__.name} (trial_id, {names}) "
-                f"SELECT done.trial_id, {chosen} FROM done, unnest({arrays}) AS r ({names}){conflict})"
+                f"w_{name} AS (INSERT INTO {model.__table__.name} (trial_id, {names}) "
+                f"SELECT done.trial_id, {chosen} FROM done, json_to_recordset(%({name})s::json) AS r ({typed}){conflict})"
             )
         return "WITH " + ",\n".join(parts) + "\nSELECT count(*) FROM done"
 
@@ -1549,15 +1550,10 @@ def write_trial(
                 "st": state.name if state is not None else None,
                 "done": _utc(now) if now is not None else None,
             }
-            tables = (
-                ("p", params, ("param_name", "param_value", "distribution_json")),
-                ("u", _attr_rows(pending.user_attrs), ("key", "value_json")),
-                ("s", _attr_rows(pending.system_attrs), ("key", "value_json")),
-                ("v", [{**row, "value_type": row["value_type"].name} for row in value_rows], ("objective", "value", "value_type")),
-            )
-            for prefix, rows, columns in tables:
-                bound.update({f"{prefix}_{column}": [row[column] for row in rows] for column in columns})
-            bound["p_param_value"] = [float(v) for v in bound["p_param_value"]]  # one array type, not int and float
+            bound["p"] = json.dumps(params)
+            bound["u"] = json.dumps(_attr_rows(pending.user_attrs))
+            bound["s"] = json.dumps(_attr_rows(pending.system_attrs))
+            bound["v"] = json.dumps([{**row, "value_type": row["value_type"].name} for row in value_rows])
             with conns.single() as conn:
                 raw = conn.connection.dbapi_connection
                 if driver_execute(raw, conn.dialect, sql.trial_write(state is not None), bound).scalar() == 1:
