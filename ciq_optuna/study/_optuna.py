@@ -1031,29 +1031,15 @@ def driver_execute(raw: Any, dialect: Any, sql: str, params: dict[str, Any] | li
     """Run ``sql`` (psycopg's ``%(name)s`` placeholders) on psycopg connection ``raw`` (a list of
     ``params``: once per row), errors raised as SQLAlchemy raises them (``OperationalError`` with
     ``connection_invalidated``...), so that the outage retry sees a lost connection as before."""
-    import psycopg
-    import sqlalchemy.exc
 
-    cursor = raw.cursor()
-    try:
+    def run(cursor: Any) -> _Result:
         if isinstance(params, list):
             cursor.executemany(sql, params)
-            rows: list[Any] = []
-        else:
-            cursor.execute(sql, params)
-            rows = cursor.fetchall() if cursor.description is not None else []
-        return _Result(rows, cursor.rowcount)
-    except psycopg.Error as exc:
-        raise sqlalchemy.exc.DBAPIError.instance(
-            sql,
-            params,
-            exc,
-            psycopg.Error,
-            connection_invalidated=dialect.is_disconnect(exc, raw, cursor),
-            dialect=dialect,
-        ) from exc
-    finally:
-        cursor.close()
+            return _Result([], cursor.rowcount)
+        cursor.execute(sql, params)
+        return _Result(cursor.fetchall() if cursor.description is not None else [], cursor.rowcount)
+
+    return _on_cursor(raw, dialect, sql, params, run, client=False)
 
 
 def driver_script(raw: Any, dialect: Any, sql: str, params: dict[str, Any]) -> list[_Result]:
@@ -1062,18 +1048,27 @@ def driver_script(raw: Any, dialect: Any, sql: str, params: dict[str, Any]) -> l
     by the server one after the other in one transaction (each with a snapshot of its own, as in
     a transaction of separate statements) in one round trip. The result of each statement;
     errors as :func:`driver_execute` raises them."""
-    import psycopg
-    import sqlalchemy.exc
 
-    cursor = psycopg.ClientCursor(raw)
-    try:
+    def run(cursor: Any) -> list[_Result]:
         cursor.execute(sql, params)
         results = []
         while True:
-            rows = cursor.fetchall() if cursor.description is not None else []
-            results.append(_Result(rows, cursor.rowcount))
+            results.append(_Result(cursor.fetchall() if cursor.description is not None else [], cursor.rowcount))
             if not cursor.nextset():
                 return results
+
+    return _on_cursor(raw, dialect, sql, params, run, client=True)
+
+
+def _on_cursor(raw: Any, dialect: Any, sql: str, params: Any, run: Callable[[Any], Any], client: bool) -> Any:
+    """``run(cursor)`` on a new cursor of ``raw`` (``client``: a ``ClientCursor``), closed after;
+    psycopg's errors raised as SQLAlchemy's (:func:`driver_execute`)."""
+    import psycopg
+    import sqlalchemy.exc
+
+    cursor = psycopg.ClientCursor(raw) if client else raw.cursor()
+    try:
+        return run(cursor)
     except psycopg.Error as exc:
         raise sqlalchemy.exc.DBAPIError.instance(
             sql,
