@@ -4,7 +4,7 @@
 
 A PostgreSQL 15 server (tests/conftest.py's PostgresServer) logs every query of the study's
 database (``log_statement = all``); the real ``tune`` (stencil example, sm_90a, as
-``benchmarks/overhead.py`` runs it) runs 10 trials, then ``--trials`` more. The second run's
+``benchmarks/tune_workers.py`` runs it) runs 10 trials, then ``--trials`` more. The second run's
 queries (one round trip each, BEGIN and COMMIT included; a multi-statement query counts once) are
 counted per trial by text, numbers masked; the run's start-up queries are spread over its trials.
 """
@@ -26,8 +26,10 @@ import sqlalchemy as sa
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(1, str(REPO / "tests"))
 
+from tune_workers import _config  # noqa: E402  (the tune of tune_workers.py and overhead.py)
+
 from ciq_optuna.study.storage import resolve_storage  # noqa: E402
-from ciq_optuna.tune import TuneConfig, tune  # noqa: E402
+from ciq_optuna.tune import tune  # noqa: E402
 
 _LOGGED = re.compile(r"LOG:  (?:statement|execute [^:]*): (.*?)(?=\n\S|\Z)", re.S)
 
@@ -50,17 +52,10 @@ def main() -> None:
         engine.dispose()
         storage = resolve_storage(server.url(), default_path=work / "x.db")
 
-        def config(trials: int) -> TuneConfig:
-            return TuneConfig(
-                kernel=REPO / "examples" / "stencil" / "stencil.sm_90a.ptx", arch="sm_90a",
-                minimize=["spill-bytes"], trials=trials, progress=False, simplify=False, screen=False,
-                workdir=work, acf=work / "t.acf", study_name="t", seed=1,
-            )
-
-        tune(config(10), storage=storage)
+        tune(_config(10, work, 1), storage=storage)
         time.sleep(0.5)
         start = server.logfile.stat().st_size
-        tune(config(10 + args.trials), storage=storage)
+        tune(_config(10 + args.trials, work, 1), storage=storage)
         time.sleep(0.5)
         logged = server.logfile.read_text(errors="replace")[start:]
         counts = collections.Counter(
