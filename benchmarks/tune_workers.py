@@ -18,7 +18,11 @@ more trials (CPU ``cK`` for the ``k`` trials each created). CPU per trial of tha
 runs in a child and is not in it). The table gives the median over the workers. Wall clock is not
 shown: W processes on a shared 2-core machine wait for each other's compiles.
 
-To compare two versions of the code, run this script with the other tree on ``PYTHONPATH``.
+``--base ROOT --pairs N`` compares two versions of the code in one run: each size and worker
+count is run N times with the base tree's code and N times with this tree's, alternately (the
+pairs alternate which goes first), each run from the same study (the trials of the run before
+are deleted); the summary gives the medians and the median of the per-pair ratios.
+``--sqlite-workers 1`` measures SQLite with one process only (the reference of issue 12).
 """
 
 from __future__ import annotations
@@ -131,46 +135,90 @@ def child(url: str, workdir: Path, seed: int, profile: str | None = None) -> Non
         print(json.dumps([time.process_time() - c0, created[0] - k0]), flush=True)
 
 
+def _trial_count(storage: object, study_id: int) -> tuple[int, int]:
+    """(trials of the study, highest trial id), read from the database."""
+    import sqlalchemy as sa
+    from optuna.storages._rdb import models
+
+    trials = models.TrialModel.__table__
+    with storage._backend.engine.connect() as conn:  # type: ignore[attr-defined]
+        row = conn.execute(
+            sa.select(sa.func.count(), sa.func.coalesce(sa.func.max(trials.c.trial_id), 0)).where(trials.c.study_id == study_id)
+        ).one()
+    return int(row[0]), int(row[1])
+
+
+def drop_trials_after(storage: object, study_id: int, last_id: int) -> None:
+    """Delete the study's trials with an id above ``last_id`` and their rows: the study is back at
+    its size before a measured run, so that the next run (base or new code) starts from the same."""
+    import sqlalchemy as sa
+    from optuna.storages._rdb import models
+
+    trials = models.TrialModel.__table__
+    later = sa.select(trials.c.trial_id).where(trials.c.study_id == study_id, trials.c.trial_id > last_id)
+    children = (models.TrialParamModel, models.TrialValueModel, models.TrialUserAttributeModel,
+                models.TrialSystemAttributeModel, models.TrialIntermediateValueModel, models.TrialHeartbeatModel)
+    with storage._backend.engine.begin() as conn:  # type: ignore[attr-defined]
+        for model in children:
+            table = model.__table__
+            conn.execute(sa.delete(table).where(table.c.trial_id.in_(later)))
+        conn.execute(sa.delete(trials).where(trials.c.study_id == study_id, trials.c.trial_id > last_id))
+
+
+def run_workers(url: str, count: int, chunk: int, work: Path, start: int, env: dict[str, str],
+                profile: str | None = None) -> tuple[float, float, float, list[int]]:
+    """W workers on the study at ``start`` trials (code from ``env``'s PYTHONPATH): median, min and
+    max CPU ms per trial over the workers, and the trials each created in the measured run."""
+    procs = []
+    for i in range(count):
+        wd = Path(tempfile.mkdtemp(prefix=f"w{i}-", dir=work))
+        extra = ["--profile", f"{profile}-{Path(work).name}-w{count}.{i}"] if profile else []
+        procs.append(subprocess.Popen(
+            [sys.executable, __file__, "--child", url, "--workdir", str(wd), "--seed", str(i + 1), *extra],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+        ))
+    ones = []
+    for p in procs:  # in turn: the first read of the study, then one trial alone
+        for _ in range(2):
+            p.stdin.write("one\n")
+            p.stdin.flush()
+            ones.append(json.loads(p.stdout.readline()))
+    target = start + 2 * count + count * chunk
+    for p in procs:
+        p.stdin.write(f"go {target}\n")
+        p.stdin.flush()
+    runs = [json.loads(p.stdout.readline()) for p in procs]
+    for p in procs:
+        p.stdin.close()
+        p.wait()
+    per_trial = [1000 * (cpu - one[0]) / (k - 1) for (cpu, k), one in zip(runs, ones[1::2]) if k > 1]
+    return statistics.median(per_trial), min(per_trial), max(per_trial), [k for _, k in runs]
+
+
 def measure(url: str, fill: list[optuna.trial.FrozenTrial], sizes: list[int], workers: list[int], chunk: int, work: Path,
-            profile: str | None = None):
-    """(workers, trials in the study, median CPU ms per trial over the workers, min, max) per run."""
+            trees: list[tuple[str, str]], pairs: int, profile: str | None = None):
+    """(tree, pair, workers, trials in the study, median CPU ms per trial over the workers, min, max,
+    trials per worker) per run. Each run starts from the study at its size (the trials of the run
+    before are deleted); with two trees, the pairs alternate which tree runs first."""
     from ciq_optuna.tune import tune
 
     storage = resolve_storage(url, default_path=work / "x.db")
     study = tune(_config(4, work, 0), storage=storage).study  # seed trials: the study, its attributes
     used = 0
     for size in sizes:
-        missing = size - len(study.get_trials(deepcopy=False))
-        if missing > 0:
-            copy_trials(storage, study._study_id, fill[used : used + missing])
-            used += missing
+        have, _ = _trial_count(storage, study._study_id)
+        if size - have > 0:
+            copy_trials(storage, study._study_id, fill[used : used + size - have])
+            used += size - have
+        start, last_id = _trial_count(storage, study._study_id)
         for count in workers:
-            procs = []
-            for i in range(count):
-                wd = Path(tempfile.mkdtemp(prefix=f"w{i}-", dir=work))
-                extra = ["--profile", f"{profile}-{Path(work).name}-w{count}.{i}"] if profile else []
-                procs.append(subprocess.Popen(
-                    [sys.executable, __file__, "--child", url, "--workdir", str(wd), "--seed", str(i + 1), *extra],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                ))
-            ones = []
-            for p in procs:  # in turn: the first read of the study, then one trial alone
-                for _ in range(2):
-                    p.stdin.write("one\n")
-                    p.stdin.flush()
-                    ones.append(json.loads(p.stdout.readline()))
-            start = len(study.get_trials(deepcopy=False))
-            for p in procs:
-                p.stdin.write(f"go {start + count * chunk}\n")
-                p.stdin.flush()
-            runs = [json.loads(p.stdout.readline()) for p in procs]
-            for p in procs:
-                p.stdin.close()
-                p.wait()
-            per_trial = [
-                1000 * (cpu - one[0]) / (k - 1) for (cpu, k), one in zip(runs, ones[1::2]) if k > 1
-            ]
-            yield count, start, statistics.median(per_trial), min(per_trial), max(per_trial), [k for _, k in runs]
+            for pair in range(pairs):
+                order = trees if pair % 2 == 0 else trees[::-1]
+                for label, root in order:
+                    env = dict(os.environ, PYTHONPATH=root)
+                    med, lo, hi, ks = run_workers(url, count, chunk, work, start, env, profile)
+                    drop_trials_after(storage, study._study_id, last_id)
+                    yield label, pair, count, start, med, lo, hi, ks
 
 
 def main() -> None:
@@ -183,6 +231,10 @@ def main() -> None:
     parser.add_argument("--profile", help="path prefix: profile each worker's measured run (cProfile, CPU clock) "
                         "and its run of one trial into PREFIX-STORAGE-wW.I-{go,one}-N.prof (benchmarks/profile_diff.py "
                         "subtracts them per function); the CPU figures then include the profiler's cost")
+    parser.add_argument("--base", help="root of a base tree (git archive BASE | tar -x): each run is made with the "
+                        "base code and this tree's, alternately, --pairs times")
+    parser.add_argument("--pairs", type=int, default=1, help="runs of each tree per size and worker count")
+    parser.add_argument("--sqlite-workers", type=int, nargs="+", help="worker counts on SQLite (default: --workers)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
@@ -199,10 +251,16 @@ def main() -> None:
         raise SystemExit(f"{args.fill_cache} holds {len(fill)} fill trials; make them with benchmarks/overhead.py")
     import ciq_optuna
 
-    print(f"# {' '.join(sys.argv)}  (ciq_optuna from {Path(ciq_optuna.__file__).parent})")
+    new_root = str(Path(ciq_optuna.__file__).resolve().parents[1])
+    trees = [("new", new_root)]
+    if args.base:
+        trees = [("base", str(Path(args.base).resolve())), *trees]
+    print(f"# {' '.join(sys.argv)}  (trees: {', '.join(f'{label} {root}' for label, root in trees)})")
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f}")
-    print("| storage | workers | trials in study | tune CPU ms/trial, each worker (median) | min-max | trials per worker |")
-    print("|---|---:|---:|---:|---:|---|")
+    print("| storage | tree | pair | workers | trials in study | tune CPU ms/trial, each worker (median) | min-max "
+          "| trials per worker |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    results: dict[tuple[str, int, int], dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory(prefix="ciq-tune-workers-") as tmp:
         for kind in args.storage:
             server = None
@@ -214,13 +272,33 @@ def main() -> None:
                 url = server.url()
             else:
                 url = f"sqlite:///{work}/s.db"
+            counts = args.sqlite_workers if kind == "sqlite" and args.sqlite_workers else args.workers
             try:
-                for count, size, med, lo, hi, ks in measure(url, fill, args.sizes, args.workers, args.chunk, work,
-                                                            args.profile):
-                    print(f"| {kind} | {count} | {size} | {med:.1f} | {lo:.1f}-{hi:.1f} | {ks} |", flush=True)
+                for label, pair, count, size, med, lo, hi, ks in measure(
+                    url, fill, args.sizes, counts, args.chunk, work, trees, args.pairs, args.profile
+                ):
+                    results.setdefault((kind, count, size), {}).setdefault(label, []).append(med)
+                    print(f"| {kind} | {label} | {pair} | {count} | {size} | {med:.1f} | {lo:.1f}-{hi:.1f} | {ks} |",
+                          flush=True)
             finally:
                 if server is not None:
                     server.stop()
+    print(f"\n# load average at the end {os.getloadavg()[0]:.1f}")
+    _summary(results, [label for label, _ in trees])
+
+
+def _summary(results: dict[tuple[str, int, int], dict[str, list[float]]], labels: list[str]) -> None:
+    """Medians per storage, worker count and size; with two trees the median of the per-pair ratios."""
+    both = len(labels) == 2
+    print("| storage | workers | trials in study | " + " | ".join(f"{label} (median)" for label in labels)
+          + (" | new/base per pair (median) |" if both else " |"))
+    print("|---|---:|---:|" + "---:|" * (len(labels) + both))
+    for (kind, count, size), runs in results.items():
+        cells = [f"{statistics.median(runs[label]):.1f}" for label in labels]
+        if both:
+            ratios = [n / b for b, n in zip(runs["base"], runs["new"])]
+            cells.append(f"{statistics.median(ratios):.2f} ({', '.join(f'{r:.2f}' for r in ratios)})")
+        print(f"| {kind} | {count} | {size} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,26 @@ def test_scrub_removes_the_decoded_password_from_any_text() -> None:
     assert scrub("failed for p@ss at postgresql://x:y@h/d", url) == "failed for *** at postgresql://x:***@h/d"
 
 
+@pytest.mark.parametrize(
+    ("text", "scrubbed"),
+    [
+        ("could not connect to port 1 of host p1", "could not connect to port 1 of host p1"),
+        ("p", "***"),
+        ("bad URL u:p@db:1/c", "bad URL u:***@db:1/c"),
+        ("password 'p' rejected, \"p\" too", "password '***' rejected, \"***\" too"),
+        ("conninfo: host=db password=p port=1", "conninfo: host=db password=*** port=1"),
+        ("the password is p.", "the password is ***."),
+    ],
+)
+def test_scrub_replaces_a_short_password_only_where_it_stands_whole(text: str, scrubbed: str) -> None:
+    assert scrub(text, "postgresql://u:p@db:1/c") == scrubbed
+
+
+def test_scrub_removes_the_percent_encoded_password() -> None:
+    url = "postgresql://u:p%40ss%3A1@db/c"
+    assert scrub("dsn u:p%40ss%3A1@db/c or p@ss:1", url) == "dsn u:***@db/c or ***"
+
+
 def test_storage_url_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(STORAGE_ENV, raising=False)
     default = tmp_path / "d.db"

@@ -38,7 +38,10 @@ trial it moved to RUNNING):
 - Reading the study: one index look-up when only this process's trials can have changed; else
   the trials that changed (Optuna's incremental read) in ONE plain SQL statement instead of
   Optuna's seven ORM queries; Optuna's look for a WAITING trial is one index look-up among the
-  trials created since the last read, not a read of the study.
+  trials created since the last read, not a read of the study (or none: the budget check's
+  count of those trials, just made, also tells how many are WAITING).
+- On PostgreSQL a trial is created by one query (the study row locked, then the trial inserted)
+  and written by one statement, both in autocommit: no BEGIN and COMMIT round trips.
 """
 
 from __future__ import annotations
@@ -106,6 +109,11 @@ FLUSH_DELAY = 0.2
 #: Seconds after a heartbeat of a trial during which another one for it is not written (far below
 #: the heartbeat interval and the grace period: the lease is renewed as before).
 BEAT_AGAIN_S = 1.0
+
+#: Seconds during which the look for WAITING trials made by the budget check (``unread_bound``)
+#: answers Optuna's look before the next trial, once: the next trial is asked for within
+#: milliseconds, and the answer is the one a look made at the budget check's time gives.
+WAITING_LOOK_S = 0.5
 
 #: Most unfinished trial ids listed in one read of the changed trials (SQLite allows 32,766 bind
 #: parameters per statement); above it, every trial from the lowest of them on is read.
@@ -373,6 +381,8 @@ class BatchedStorage(_CachedStorage):
         # per study: the database's version (_Connections.version) taken just before the last read
         self._verified: dict[int, Any] = {}
         self._read_once: dict[int, tuple[int, bool]] = {}  # per study: (thread, read yet) in read_once
+        # per study: the last look for WAITING trials made by unread_bound: (after, when, none)
+        self._waiting_look: dict[int, tuple[int, float, bool]] = {}
         self._conns = _Connections(backend)
         self._beater = _Beater(self)
 
@@ -766,7 +776,10 @@ class BatchedStorage(_CachedStorage):
         (see :meth:`_read_trials_from_remote_storage`). So when no trial this process knows is
         WAITING, a WAITING trial can only be among those with an id above the last read's:
         looking there costs a worker sharing the study one small query instead of a read of
-        every trial that changed (the other workers' running and new trials).
+        every trial that changed (the other workers' running and new trials). That look may be
+        the one :meth:`unread_bound` has just made (once, within ``WAITING_LOOK_S``): the answer is
+        then as of that moment, as if the look had been made then; a WAITING trial created after it
+        is found by the next look.
         """
         version = self._conns.version()
         with self._lock:
@@ -779,6 +792,9 @@ class BatchedStorage(_CachedStorage):
                 return False
             if version is not None and self._verified.get(study_id) == version:
                 return True  # nothing committed by another connection since the last read
+            look = self._waiting_look.pop(study_id, None)
+            if look is not None and look[0] == seen and time.monotonic() - look[1] < WAITING_LOOK_S:
+                return look[2]  # the budget check just looked (unread_bound)
         return self._db(lambda: self._conns.read(self._conns.sql.waiting_after, {"sid": study_id, "after": seen})) is None
 
     def unread_bound(self, study_id: int) -> int | None:
@@ -786,7 +802,11 @@ class BatchedStorage(_CachedStorage):
         finished since the last read): the other processes' trials unfinished at that read, plus
         the trials created since (one ``count(*)`` over the new trial ids, none where SQLite shows
         no other connection committed). None when the study was not read yet or has numbers not
-        read. This process's own trials are known as they are (:meth:`trials_as_read`)."""
+        read. This process's own trials are known as they are (:meth:`trials_as_read`).
+
+        The same statement counts the WAITING ones among the new trials: that answers Optuna's
+        look for a WAITING trial when it comes within ``WAITING_LOOK_S`` (:meth:`_no_waiting_trial`;
+        the budget check after a trial, then the next trial's ask: one query, not two)."""
         version = self._conns.version()
         with self._lock:
             seen = self._seen.get(study_id)
@@ -796,7 +816,9 @@ class BatchedStorage(_CachedStorage):
             if version is not None and self._verified.get(study_id) == version:
                 return 0
             others = len(study.unfinished_trial_ids - self._open.keys())
-        new = self._db(lambda: self._conns.read(self._conns.sql.count_after, {"sid": study_id, "after": seen}))
+        new, waiting = self._db(lambda: self._conns.row(self._conns.sql.count_after, {"sid": study_id, "after": seen}))
+        with self._lock:
+            self._waiting_look[study_id] = (seen, time.monotonic(), not waiting)
         return others + int(new or 0)
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
@@ -882,8 +904,10 @@ class _Sql:
             .limit(1)
         )
         self.study_exists = sa.select(studies.c.study_id).where(studies.c.study_id == sid)
-        self.count_after = (
-            sa.select(sa.func.count())
+        self.count_after = (  # the trials created after a read, and how many of them are WAITING
+            sa.select(
+                sa.func.count(), sa.func.coalesce(sa.func.sum(sa.case((trials.c.state == TrialState.WAITING, 1), else_=0)), 0)
+            )
             .select_from(trials)
             .where(trials.c.study_id == sid, trials.c.trial_id > sa.bindparam("after"))
         )
@@ -906,6 +930,47 @@ class _Sql:
         if found is None:
             found = self._direct[cache] = _Direct(statement, dialect, keys, many)
         return found
+
+    @staticmethod
+    @functools.cache
+    def trial_write(finish: bool) -> str:
+        """PostgreSQL: a trial's rows as ONE statement (data-modifying CTEs; autocommit makes it
+        one transaction): the trial's update to its final state (``finish``; else a look that it is
+        still RUNNING), then its parameters, user attributes, system attributes and values, each
+        inserted only when that trial row was found RUNNING. It returns how many trial rows that
+        was (0 or 1). One BEGIN, five statements and one COMMIT (seven round trips) become one.
+
+        The rows of each table come as one JSON text (``json_to_recordset``), so that the text is
+        the same for any number of rows: built once and prepared by psycopg after a few runs (a
+        VALUES list per row count was a new statement for each count of a trial's parameters
+        and attributes), and each table's rows cost one ``json.dumps`` on the client (psycopg
+        dumps arrays element by element, in Python). Parameters: ``tid``, ``st`` (a state's name),
+        ``done``, and ``p`` (parameters), ``u`` and ``s`` (user and system attributes), ``v``
+        (values): each a JSON list of rows, objects keyed by column."""
+        trials = models.TrialModel.__table__
+        running = f"trial_id = %(tid)s AND state = '{TrialState.RUNNING.name}'"
+        if finish:
+            done = f"UPDATE {trials.name} SET state = %(st)s, datetime_complete = %(done)s WHERE {running} RETURNING trial_id"
+        else:
+            done = f"SELECT trial_id FROM {trials.name} WHERE {running}"
+        value_type = models.TrialValueModel.__table__.c.value_type.type.name
+        parts = [f"done AS ({done})"]
+        inserts = (
+            (models.TrialParamModel, "p", (("param_name", "varchar"), ("param_value", "float8"), ("distribution_json", "text"))),
+            (models.TrialUserAttributeModel, "u", (("key", "varchar"), ("value_json", "text"))),
+            (models.TrialSystemAttributeModel, "s", (("key", "varchar"), ("value_json", "text"))),
+            (models.TrialValueModel, "v", (("objective", "int"), ("value", "float8"), ("value_type", "text"))),
+        )
+        for model, name, columns in inserts:
+            names = ", ".join(column for column, _ in columns)
+            typed = ", ".join(f"{column} {kind}" for column, kind in columns)
+            chosen = ", ".join(f"r.{c}::{value_type}" if c == "value_type" else f"r.{c}" for c, _ in columns)
+            conflict = " ON CONFLICT (trial_id, key) DO UPDATE SET value_json = excluded.value_json" if name in "us" else ""
+            parts.append(
+                f"w_{name} AS (INSERT INTO {model.__table__.name} (trial_id, {names}) "
+                f"SELECT done.trial_id, {chosen} FROM done, json_to_recordset(%({name})s::json) AS r ({typed}){conflict})"
+            )
+        return "WITH " + ",\n".join(parts) + "\nSELECT count(*) FROM done"
 
     def direct_rows(self, insert: Any, dialect: Any, keys: tuple[str, ...], rows: int) -> _Direct:
         """``insert`` for ``rows`` rows of parameters ``keys`` as ONE statement (a VALUES list,
@@ -945,7 +1010,8 @@ class _Direct:
             if not bind.required and bind.value is not None:
                 self.fixed[name] = bind.value
 
-    def _params(self, given: dict[str, Any]) -> dict[str, Any]:
+    def bind(self, given: dict[str, Any]) -> dict[str, Any]:
+        """The parameters as the driver gets them: fixed values added, each through its type's processor."""
         out = {**self.fixed, **given}
         for name, process in self.processors.items():
             if name in out:
@@ -957,26 +1023,52 @@ class _Direct:
         if isinstance(params, list) and len(params) == 1:
             params = params[0]
         if isinstance(params, list):
-            return driver_execute(conn.connection.dbapi_connection, self.dialect, self.sql, [self._params(p) for p in params])
-        return driver_execute(conn.connection.dbapi_connection, self.dialect, self.sql, self._params(params))
+            return driver_execute(conn.connection.dbapi_connection, self.dialect, self.sql, [self.bind(p) for p in params])
+        return driver_execute(conn.connection.dbapi_connection, self.dialect, self.sql, self.bind(params))
 
 
 def driver_execute(raw: Any, dialect: Any, sql: str, params: dict[str, Any] | list[dict[str, Any]]) -> _Result:
     """Run ``sql`` (psycopg's ``%(name)s`` placeholders) on psycopg connection ``raw`` (a list of
     ``params``: once per row), errors raised as SQLAlchemy raises them (``OperationalError`` with
     ``connection_invalidated``...), so that the outage retry sees a lost connection as before."""
+
+    def run(cursor: Any) -> _Result:
+        if isinstance(params, list):
+            cursor.executemany(sql, params)
+            return _Result([], cursor.rowcount)
+        cursor.execute(sql, params)
+        return _Result(cursor.fetchall() if cursor.description is not None else [], cursor.rowcount)
+
+    return _on_cursor(raw, dialect, sql, params, run, client=False)
+
+
+def driver_script(raw: Any, dialect: Any, sql: str, params: dict[str, Any]) -> list[_Result]:
+    """Run ``sql``, several statements separated by ``;``, as ONE query on psycopg connection
+    ``raw``: the parameters bound by psycopg on the client (``ClientCursor``), the statements run
+    by the server one after the other in one transaction (each with a snapshot of its own, as in
+    a transaction of separate statements) in one round trip. The result of each statement;
+    errors as :func:`driver_execute` raises them."""
+
+    def run(cursor: Any) -> list[_Result]:
+        cursor.execute(sql, params)
+        results = []
+        while True:
+            results.append(_Result(cursor.fetchall() if cursor.description is not None else [], cursor.rowcount))
+            if not cursor.nextset():
+                return results
+
+    return _on_cursor(raw, dialect, sql, params, run, client=True)
+
+
+def _on_cursor(raw: Any, dialect: Any, sql: str, params: Any, run: Callable[[Any], Any], client: bool) -> Any:
+    """``run(cursor)`` on a new cursor of ``raw`` (``client``: a ``ClientCursor``), closed after;
+    psycopg's errors raised as SQLAlchemy's (:func:`driver_execute`)."""
     import psycopg
     import sqlalchemy.exc
 
-    cursor = raw.cursor()
+    cursor = psycopg.ClientCursor(raw) if client else raw.cursor()
     try:
-        if isinstance(params, list):
-            cursor.executemany(sql, params)
-            rows: list[Any] = []
-        else:
-            cursor.execute(sql, params)
-            rows = cursor.fetchall() if cursor.description is not None else []
-        return _Result(rows, cursor.rowcount)
+        return run(cursor)
     except psycopg.Error as exc:
         raise sqlalchemy.exc.DBAPIError.instance(
             sql,
@@ -1166,6 +1258,9 @@ class _Connections:
         self._writes = _Held(engine, autocommit=False)
         self._reads = _Held(engine, autocommit=True) if engine.dialect.name == "postgresql" else self._writes
         self._sqlite = engine.dialect.name == "sqlite"
+        self.dialect = engine.dialect
+        #: A trial's rows are written by one statement (``_Sql.trial_write``), not a transaction.
+        self.one_statement_writes = engine.dialect.name == "postgresql"
 
     @contextlib.contextmanager
     def begin(self) -> Iterator[Any]:
@@ -1191,10 +1286,26 @@ class _Connections:
         with self.reading() as conn:
             yield conn
 
+    def script(self, conn: Any, parts: list[tuple[Any, dict[str, Any]]]) -> list[_Result]:
+        """PostgreSQL: the statements of ``parts`` (statement, parameters) as one query on ``conn``
+        (:func:`driver_script`; on the autocommit connection, one transaction), their results.
+        A parameter name shared by two statements must have the same value in both."""
+        texts, bound = [], {}
+        for statement, params in parts:
+            direct = self.sql.direct(statement, conn.dialect, tuple(sorted(params)), False)
+            texts.append(direct.sql)
+            bound.update(direct.bind(params))
+        return driver_script(conn.connection.dbapi_connection, conn.dialect, ";\n".join(texts), bound)
+
     def read(self, statement: Any, params: dict[str, Any]) -> Any:
         """The scalar result of one read-only ``statement``."""
         with self.reading() as conn:
             return _execute(self, conn, statement, params).scalar()
+
+    def row(self, statement: Any, params: dict[str, Any]) -> Any:
+        """The one row of one read-only ``statement``."""
+        with self.reading() as conn:
+            return _execute(self, conn, statement, params).one()
 
     def rows(self, statement: Any, params: dict[str, Any]) -> list[Any]:
         """The rows of one read-only ``statement``."""
@@ -1308,20 +1419,40 @@ def create_running_trial(conns: _Connections, study_id: int, beat: bool) -> Froz
     count of the earlier trials, in one index look-up instead of a count over the study (which
     stays the fallback, e.g. for a study without trials). The insert is a statement of its own
     after the lock, so on PostgreSQL it sees every trial committed by the lock's previous holder;
-    there the heartbeat is inserted by the same statement (2 statements in all, not 3).
+    there the heartbeat is inserted by the same statement, and both statements go as one query on
+    the autocommit connection (:meth:`_Connections.script`): one round trip, not BEGIN, two
+    statements and COMMIT.
     """
     sql = conns.sql
     start = datetime.datetime.now()
+    row = {"sid": study_id, "state": TrialState.RUNNING, "start": _utc(start)}
+    if conns.one_statement_writes:  # PostgreSQL: the lock and the insert in one round trip
+        import sqlalchemy.exc
+
+        make = sql.new_trial_beat if beat else sql.new_trial
+        try:
+            with conns.single() as conn:
+                locked, made = conns.script(conn, [(sql.lock_study, {"sid": study_id}), (make, row)])
+        except sqlalchemy.exc.IntegrityError:  # the insert of a trial of no study
+            locked = None
+        if not locked or not locked.rows:
+            raise KeyError(f"no study with study_id {study_id}")
+        trial_id, number = made.one()
+        return _running_trial(trial_id, number, start)
     with conns.begin() as conn:
         if _execute(conns, conn, sql.lock_study, {"sid": study_id}).scalar() is None:
             raise KeyError(f"no study with study_id {study_id}")
-        row = {"sid": study_id, "state": TrialState.RUNNING, "start": _utc(start)}
         if beat and sql.new_trial_beat is not None:
             trial_id, number = _execute(conns, conn, sql.new_trial_beat, row).one()
         else:
             trial_id, number = _execute(conns, conn, sql.new_trial, row).one()
             if beat:
                 _execute(conns, conn, sql.heartbeat, {"trial_id": trial_id})
+    return _running_trial(trial_id, number, start)
+
+
+def _running_trial(trial_id: int, number: int, start: datetime.datetime) -> FrozenTrial:
+    """The trial just created by :func:`create_running_trial`, as Optuna's cache holds it."""
     return FrozenTrial(
         number=number,
         state=TrialState.RUNNING,
@@ -1378,7 +1509,8 @@ def write_trial(
     now: datetime.datetime | None,
 ) -> bool:
     """Write a trial's buffered rows, and its values and final state when ``state`` is given, in
-    one transaction of SQL statements (one per table, no ORM objects).
+    one transaction of SQL statements (one per table, no ORM objects); on PostgreSQL as one
+    statement in autocommit (:meth:`_Sql.trial_write`), the same transaction in one round trip.
 
     Returns False, like ``RDBStorage.set_trial_state_values``, when another process changed the
     trial first (an IntegrityError); raises ``UpdateFinishedTrialError`` when it is already finished.
@@ -1387,7 +1519,43 @@ def write_trial(
     from optuna.storages._rdb import models
 
     sql = conns.sql
+    params = [
+        {
+            "param_name": name,
+            "param_value": value,
+            "distribution_json": distributions.distribution_to_json(dist),
+        }
+        for name, (value, dist) in pending.params.items()
+    ]
+    value_rows = []
+    for objective, value in enumerate(values or ()):
+        stored, kind = models.TrialValueModel.value_to_stored_repr(value)
+        value_rows.append({"objective": objective, "value": stored, "value_type": kind})
+    unchecked = [(name, dist) for name, (_, dist) in pending.params.items() if cached.get(name) is None]
     try:
+        if conns.one_statement_writes:
+            if not (state is not None or params or pending.user_attrs or pending.system_attrs):
+                return True
+            if unchecked:  # first use of these names here: check the study's
+                with conns.reading() as conn:
+                    for name, dist in unchecked:
+                        _check_distribution(conns, conn, trial_id, name, dist)
+            bound: dict[str, Any] = {
+                "tid": trial_id,
+                "st": state.name if state is not None else None,
+                "done": _utc(now) if now is not None else None,
+            }
+            bound["p"] = json.dumps(params)
+            bound["u"] = json.dumps(_attr_rows(pending.user_attrs))
+            bound["s"] = json.dumps(_attr_rows(pending.system_attrs))
+            bound["v"] = json.dumps([{**row, "value_type": row["value_type"].name} for row in value_rows])
+            with conns.single() as conn:
+                raw = conn.connection.dbapi_connection
+                if driver_execute(raw, conn.dialect, sql.trial_write(state is not None), bound).scalar() == 1:
+                    return True
+            with conns.reading() as conn:
+                _check_updatable(conns, conn, trial_id)
+            return False  # RUNNING again by now: changed by another process meanwhile
         with conns.begin() as conn:
             if state is not None:
                 done = _execute(
@@ -1399,35 +1567,24 @@ def write_trial(
                     _check_updatable(conns, conn, trial_id)
             elif pending.params or pending.user_attrs or pending.system_attrs:
                 _check_updatable(conns, conn, trial_id)
-            rows = []
-            for name, (value, dist) in pending.params.items():
-                if cached.get(name) is None:  # first use of this name here: check the study's
-                    _check_distribution(conns, conn, trial_id, name, dist)
-                rows.append(
-                    {
-                        "trial_id": trial_id,
-                        "param_name": name,
-                        "param_value": value,
-                        "distribution_json": distributions.distribution_to_json(dist),
-                    }
-                )
-            if rows:
-                _execute(conns, conn, sql.params, rows)
+            for name, dist in unchecked:
+                _check_distribution(conns, conn, trial_id, name, dist)
+            if params:
+                _execute(conns, conn, sql.params, [{"trial_id": trial_id, **row} for row in params])
             _upsert_attrs(conns, conn, models.TrialUserAttributeModel, trial_id, pending.user_attrs)
             _upsert_attrs(conns, conn, models.TrialSystemAttributeModel, trial_id, pending.system_attrs)
-            value_rows = []
-            for objective, value in enumerate(values or ()):
-                stored, kind = models.TrialValueModel.value_to_stored_repr(value)
-                value_rows.append(
-                    {"trial_id": trial_id, "objective": objective, "value": stored, "value_type": kind}
-                )
             if value_rows:
-                _execute(conns, conn, sql.values, value_rows)
+                _execute(conns, conn, sql.values, [{"trial_id": trial_id, **row} for row in value_rows])
     except sqlalchemy.exc.IntegrityError:
         return False
     except sqlalchemy.exc.SQLAlchemyError as exc:  # as RDBStorage reports a failed commit
         raise optuna.exceptions.StorageInternalError(f"writing trial id {trial_id} failed") from exc
     return True
+
+
+def _attr_rows(attrs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Attribute rows of a trial, keys and values as stored (JSON)."""
+    return [{"key": k, "value_json": json.dumps(v)} for k, v in attrs.items()]
 
 
 def _check_updatable(conns: _Connections, conn: Any, trial_id: int) -> None:
@@ -1453,7 +1610,7 @@ def _upsert_attrs(conns: _Connections, conn: Any, model: Any, trial_id: int, att
     """Insert or replace ``attrs`` of a trial in one statement (SQLite, PostgreSQL), else row by row."""
     if not attrs:
         return
-    rows = [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)} for k, v in attrs.items()]
+    rows = [{"trial_id": trial_id, **row} for row in _attr_rows(attrs)]
     upsert = conns.sql.attrs[model]
     if upsert is not None:
         _execute(conns, conn, upsert, rows)

@@ -32,6 +32,7 @@ import re
 import sqlite3
 import threading
 import time
+import urllib.parse
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -70,6 +71,10 @@ WRITE_THROUGH_ATTRS = (CLAIM_ATTR,)
 _logger = logging.getLogger("ciq_optuna.study.storage")
 _T = TypeVar("_T")
 _PASSWORD_IN_URL = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<pw>[^@\s]*)(?P<tail>@)")
+#: What may stand right before and right after a password for it to be the whole of a word:
+#: a line's or the text's ends, blanks, quotes, brackets, ``=``, and a URL credential's ``:`` and ``@``.
+_WHOLE_BEFORE = r"(?<![^\s'\"`=:(\[{<,])"
+_WHOLE_AFTER = r"(?![^\s'\"`@,;:.!?)\]}>])"
 
 
 class StorageError(CiqError):
@@ -440,12 +445,20 @@ def _one_line(exc: BaseException, url: str) -> str:
 
 
 def scrub(text: str, url: str | None) -> str:
-    """Remove the password of ``url`` (and any URL password) from ``text``."""
+    """Remove the password of ``url`` (and any URL password) from ``text``.
+
+    The password is replaced where it stands as a whole: as a URL's credential (``user:pw@``,
+    decoded or percent-encoded), quoted, after ``=``, or as a word of its own. Where it is only
+    part of a longer word (a password ``p`` in ``port``) the text is left alone.
+    """
     if url:
         try:
-            password = make_url(url).password
+            parsed = make_url(url)
         except Exception:
-            password = None
-        if password:
-            text = text.replace(str(password), "***")
+            parsed = None
+        if parsed is not None and parsed.password:
+            password = str(parsed.password)
+            forms = (password, urllib.parse.quote(password, safe=""), urllib.parse.quote(password))
+            for form in dict.fromkeys(forms):
+                text = re.sub(_WHOLE_BEFORE + re.escape(form) + _WHOLE_AFTER, "***", text)
     return _PASSWORD_IN_URL.sub(r"\g<head>***\g<tail>", text)
