@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
@@ -22,6 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ciq_optuna.samplers._binaries import BinaryModel
 from ciq_optuna.samplers._distance import RowDistances
 from ciq_optuna.samplers._genes import Gene, draws_random, neighbours
+from ciq_optuna.samplers._mutation import mutate
 from ciq_optuna.samplers._optuna import (
     cached_trials,
     contains,
@@ -1178,32 +1180,7 @@ class GeneticSampler(BaseGASampler):
     def _mutate(self, x: np.ndarray, strength: float, mask: np.ndarray) -> np.ndarray:
         """``x`` with the genes in ``mask`` mutated.  Random numbers are drawn for every gene (the
         stream stays the same whatever the mask); the arithmetic is done for the masked ones."""
-        rng = self._rng
-        m, d = x.shape
-
-        def masked(a: np.ndarray) -> np.ndarray:
-            return np.broadcast_to(a, (m, d))[mask]
-
-        xm = x[mask]
-        base = np.where(np.isnan(xm), self._random_genomes(m)[mask], xm)
-        n = masked(self._nval)
-        # ordered: a signed step of at least one, mostly small; one in ten is a uniform re-draw
-        step = np.maximum(1.0, np.ceil(np.abs(rng.normal(0.0, 1.0, (m, d))[mask] * masked(self._sigma) * strength)))
-        step *= np.where(rng.rand(m, d)[mask] < 0.5, -1.0, 1.0)
-        ordv = base + step
-        ordv = np.where((ordv < 0) | (ordv > n - 1), base - step, ordv)
-        ordv = np.clip(ordv, 0, n - 1)
-        far = rng.rand(m, d)[mask] < 0.1
-        ordv = np.where(far, np.floor(rng.rand(m, d)[mask] * n), ordv)
-        # categorical: another choice (a toggle for two states)
-        catv = (base + 1 + np.floor(rng.rand(m, d)[mask] * np.maximum(1, n - 1))) % n
-        # continuous: Gaussian in the transformed [0, 1] range, reflected at the ends
-        contv = np.abs(base + rng.normal(0.0, 0.1 * strength, (m, d))[mask])
-        contv = np.clip(np.where(contv > 1.0, 2.0 - contv, contv), 0.0, 1.0)
-        kind = masked(self._kind)
-        out = x.copy()
-        out[mask] = np.select([kind == 0, kind == 1], [ordv, catv], contv)
-        return out
+        return mutate(self._rng, x, strength, mask, self._kind, self._nval, self._sigma)
 
     def _mixing(self) -> bool:
         """Whether the value statistics pre-select the children (the first ``_mix_gens``
@@ -1456,7 +1433,14 @@ def _keys(codes: np.ndarray, integral: bool = False) -> list[bytes]:
     m, d = codes.shape
     if not d:
         return [b""] * m
-    return np.ascontiguousarray(codes).view(np.dtype((np.void, 8 * d))).ravel().tolist()
+    return np.ascontiguousarray(codes).view(_row_dtype(d)).ravel().tolist()
+
+
+@functools.lru_cache(maxsize=64)
+def _row_dtype(d: int) -> np.dtype:
+    """The dtype of one row of ``d`` float64 codes as raw bytes (made once per width: building a
+    void dtype costs more than the view)."""
+    return np.dtype((np.void, 8 * d))
 
 
 def _smallest(dist: np.ndarray, k: int) -> np.ndarray:

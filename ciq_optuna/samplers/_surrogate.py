@@ -23,7 +23,7 @@ class ValueCounts:
     replaced it); ``n`` is the number of its rows counted so far; ``pair_weight`` > 0: the score
     adds that weight times the gene-pair interactions (:class:`PairCounts`)."""
 
-    __slots__ = ("sizes", "offsets", "bins", "cont", "rows", "d", "n", "cells_seen",
+    __slots__ = ("sizes", "offsets", "bins", "cont", "any_cont", "top", "rows", "d", "n", "cells_seen",
                  "good", "total", "good_n", "total_n", "pairs", "pair_weight")
 
     def __init__(
@@ -33,6 +33,8 @@ class ValueCounts:
         self.bins = bins
         self.sizes = np.where(self.cont, bins, np.maximum(nval, 1)).astype(np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
+        self.any_cont = bool(self.cont.any())
+        self.top = self.sizes - 1  # the last value (bin) of each gene
         self.rows = rows
         self.d = len(self.sizes)
         self.n = 0
@@ -47,9 +49,10 @@ class ValueCounts:
 
     def cells(self, codes: np.ndarray) -> np.ndarray:
         """Flat table index of every gene value (-1 where the gene is absent)."""
-        c = np.nan_to_num(codes, nan=-1.0)
-        c = np.where(self.cont, np.minimum(c * self.bins, self.bins - 1), c).astype(np.int64)
-        c = np.minimum(c, self.sizes - 1)
+        c = np.where(np.isnan(codes), -1.0, codes)  # codes are finite: as nan_to_num(nan=-1), cheaper
+        if self.any_cont:
+            c = np.where(self.cont, np.minimum(c * self.bins, self.bins - 1), c)
+        c = np.minimum(c.astype(np.int64), self.top)
         return np.where(c >= 0, c + self.offsets, -1)
 
     def update(self, new_rows: np.ndarray, good: np.ndarray) -> None:
