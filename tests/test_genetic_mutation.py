@@ -1,16 +1,22 @@
-"""The mutation worked out on the mutated genes only, and the value statistics' cells without
-``nan_to_num``, against their plain formulas: the same children bit for bit, the same random
-numbers drawn."""
+"""GeneticSampler's faster paths against their plain formulas: the mutation worked out on the
+mutated genes only (the same children bit for bit, the same random numbers drawn), the value
+statistics' cells without ``nan_to_num``, the keys, and the local search's kept neighbourhood
+keys and failed keys (the same trials)."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import optuna
 
+from ciq_optuna.samplers import GeneticSampler
+from ciq_optuna.samplers._genes import neighbours
 from ciq_optuna.samplers._genetic import _keys
 from ciq_optuna.samplers._mutation import mutate
 from ciq_optuna.samplers._surrogate import ValueCounts
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 def _mutate_by_formula(
@@ -109,3 +115,48 @@ def test_keys_are_the_bytes_of_the_codes() -> None:
         want = [np.where(np.isnan(row), -1.0, row).tobytes() for row in x]
         assert _keys(x, integral=True) == want
         assert _keys(x) == [np.round(np.where(np.isnan(row), -1.0, row), 9).tobytes() for row in x]
+
+
+def _failing(trial: optuna.Trial) -> float:
+    x = trial.suggest_int("x", 0, 12)
+    mode = trial.suggest_categorical("mode", ["a", "b", "c"])
+    u = trial.suggest_categorical("u", [1, 2, 4, 8])
+    w = trial.suggest_int("w", 0, 6)
+    if (x > 8 and u > 2) or (w == 5 and mode == "c"):
+        raise ValueError("a failing region")
+    return abs(x - 4) // 2 + (mode == "b") + abs(u - 2) + abs(w - 3)
+
+
+def _trials(sampler: GeneticSampler, n: int) -> list[tuple]:
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(_failing, n_trials=n, catch=(ValueError,))
+    return [(t.state, t.params) for t in study.trials]
+
+
+def test_local_search_caches_give_the_trials_of_the_plain_paths() -> None:
+    """The kept neighbourhood keys and the failed keys brought up to date row by row propose
+    what the neighbourhood and the failed keys made afresh on every call propose."""
+    cached = GeneticSampler(pool_size=12, seed=7)
+    calls = {"failed": 0, "kept keys": 0}
+    keep = cached._neighbours
+
+    def counted(row: np.ndarray, depth: int) -> list:
+        kept = keep(row, depth)
+        calls["kept keys"] += kept[1] is not None
+        return kept
+
+    cached._neighbours = counted  # type: ignore[method-assign]
+    plain = GeneticSampler(pool_size=12, seed=7)
+
+    def fresh(row: np.ndarray, depth: int) -> list:
+        return [neighbours(row, plain._kind, plain._nval, plain._rng, depth), None]
+
+    def failed_keys() -> set[bytes]:
+        calls["failed"] += 1
+        d = len(plain._names)
+        return set(_keys(plain._x[np.where(np.isnan(plain._v[: plain._n, 0]))[0], :d]))
+
+    plain._neighbours = fresh  # type: ignore[method-assign]
+    plain._failed_keys = failed_keys  # type: ignore[method-assign]
+    assert _trials(cached, 260) == _trials(plain, 260)
+    assert calls["failed"] >= 3 and calls["kept keys"] >= 10, calls  # both caches were used

@@ -342,10 +342,10 @@ class GeneticSampler(BaseGASampler):
         self._fail_counts: ValueCounts | None = None
         self._counted: tuple[int, list[int]] = (-1, [])
         self._integral_d: tuple[int, bool] = (-1, False)
-        self._neighbourhoods: dict[tuple, np.ndarray] = {}
+        self._neighbourhoods: dict[tuple, list] = {}
         self._pairs: tuple[int, np.ndarray, np.ndarray | None] = (-1, np.empty(0, dtype=np.int64), None)
         self._row_distances = RowDistances(4 * self._window)
-        self._failed_cache: tuple[int, set[bytes]] = (-1, set())
+        self._failed_cache: tuple[int, int, set[bytes]] = (0, -1, set())  # rows, genes, keys
 
     def _gene_for(self, name: str, dist: BaseDistribution) -> None:
         if name in self._genes:
@@ -971,13 +971,23 @@ class GeneticSampler(BaseGASampler):
         """The unseen ``depth``-gene neighbours of ``row`` that local search may take (see
         :meth:`_local`), and the share of its neighbourhood already in the study."""
         d = len(self._names)
-        cands = self._complete(self._neighbours(row, depth))
-        for j in self._snap_cols:
-            cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
-        cands = self._project(cands)
+        kept = self._neighbours(row, depth)  # [rows, keys or None]; the rows are not to be changed
+        cands = self._complete(kept[0])
+        if self._snap_cols or self._rules:  # both change rows in place
+            cands = cands.copy() if cands is kept[0] else cands
+            for j in self._snap_cols:
+                cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
+            cands = self._project(cands)
+            keys = _keys(cands, self._integral(d))
+        elif cands is kept[0]:  # the neighbourhood as made: its keys are made once too
+            if kept[1] is None:
+                kept[1] = _keys(cands, self._integral(d))
+            keys = kept[1]
+        else:
+            keys = _keys(cands, self._integral(d))
         # as the compile objective will run them: a move of a gene it will not use is no move
         as_run = _keys(self._binaries.project(cands)) if self._complete_plans and self._binaries.active else None
-        new = _unseen(_keys(cands, self._integral(d)), taken, set(), as_run)
+        new = _unseen(keys, taken, set(), as_run)
         done = 1.0 - len(new) / len(cands) if len(cands) else 1.0
         if not new:
             return cands[:0], done
@@ -992,26 +1002,32 @@ class GeneticSampler(BaseGASampler):
             cands = cands[np.argsort(self._value_counts(order).score(cands), kind="stable")[: self._ls_keep]]
         return cands, done
 
-    def _neighbours(self, row: np.ndarray, depth: int) -> np.ndarray:
-        """:func:`neighbours` of a genome, kept while that draws no random numbers (the result
-        is then the same every time: local search walks the same best trials again and again)."""
+    def _neighbours(self, row: np.ndarray, depth: int) -> list:
+        """``[rows, None]``: :func:`neighbours` of a genome, kept while that draws no random
+        numbers (the result is then the same every time: local search walks the same best trials
+        again and again); the caller must not change the rows, and may keep their keys in the
+        second place."""
         key = (row.tobytes(), depth)
-        cands = self._neighbourhoods.get(key)
-        if cands is None:
-            cands = neighbours(row, self._kind, self._nval, self._rng, depth)
+        kept = self._neighbourhoods.get(key)
+        if kept is None:
+            kept = [neighbours(row, self._kind, self._nval, self._rng, depth), None]
             if not draws_random(row, self._kind, self._nval):
                 if len(self._neighbourhoods) >= 64:
                     self._neighbourhoods.clear()
-                self._neighbourhoods[key] = cands
-        return cands.copy()
+                self._neighbourhoods[key] = kept
+        return kept
 
     def _failed_keys(self) -> set[bytes]:
-        """Keys of the failed configurations (cached per number of rows)."""
-        if self._failed_cache[0] != self._n:
-            d = len(self._names)
-            rows = np.where(np.isnan(self._v[: self._n, 0]))[0]
-            self._failed_cache = (self._n, set(_keys(self._x[rows, :d])))
-        return self._failed_cache[1]
+        """Keys of the failed configurations, brought up to date with the rows added since the
+        last call (rows never change once added)."""
+        upto, d, failed = self._failed_cache
+        if d != len(self._names) or upto > self._n:
+            upto, d, failed = 0, len(self._names), set()
+        if upto < self._n:
+            rows = upto + np.where(np.isnan(self._v[upto : self._n, 0]))[0]
+            failed.update(_keys(self._x[rows, :d]))
+        self._failed_cache = (self._n, d, failed)
+        return failed
 
     def _first_pick(self, cands: np.ndarray, order: np.ndarray) -> int:
         """Pick in generation 0: by the value statistics and failure risk once ``_g0_guide``
