@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import json
@@ -323,7 +324,7 @@ class GeneticSampler(BaseGASampler):
         self._n = 0
         self._improve_cache: tuple[int, int] = (-1, -1)
         self._improve_state: tuple[int, int, float, int] | None = None  # rows, last, best, top number
-        self._sorted: tuple[int, np.ndarray, np.ndarray] = (0, np.empty(0, dtype=np.int64), np.empty(0))
+        self._sorted: tuple[int, np.ndarray, list[float]] = (0, np.empty(0, dtype=np.int64), [])  # rows, order, values
         self._badness_cache: tuple[np.ndarray | None, np.ndarray] = (None, np.empty(0))
         self._binaries = BinaryModel()
         self._keys: set[bytes] = set()
@@ -592,14 +593,14 @@ class GeneticSampler(BaseGASampler):
             v = self._v[:n, 0]
             ok = np.where(~np.isnan(v))[0]
             order = ok[np.argsort(v[ok], kind="stable")]
-            keys = v[order]
+            keys = v[order].tolist()
         else:
             for i in range(rows, n):
-                value = self._v[i, 0]
+                value = float(self._v[i, 0])
                 if not math.isnan(value):
-                    at = int(np.searchsorted(keys, value, side="right"))  # after equal values
+                    at = bisect.bisect_right(keys, value)  # after equal values
                     order = np.concatenate((order[:at], [i], order[at:]))
-                    keys = np.concatenate((keys[:at], [value], keys[at:]))
+                    keys.insert(at, value)
         self._sorted = (n, order, keys)
         return order
 
@@ -1309,7 +1310,7 @@ class GeneticSampler(BaseGASampler):
             rate = (stack[0, np.arange(len(cols)), ci] + 2.0 * prior) / (stack[1, np.arange(len(cols)), ci] + 2.0)
             rate[np.isnan(c)] = 0.0
             return np.maximum(rate.max(axis=1), 0.0)
-        return np.maximum(rates[ci + first].max(axis=1), 0.0)
+        return rates[ci + first].max(axis=1)  # rates are >= 0: the floor at 0 changes nothing
 
 
 class _Taken:
