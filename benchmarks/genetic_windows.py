@@ -29,9 +29,7 @@ import optuna
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import replay  # noqa: E402
 
-_FUNCTIONS = {  # module functions timed besides the sampler's methods
-    "ciq_optuna.samplers._genetic": ("_keys", "_unseen", "_key", "mutate", "repairs"),
-}
+_FUNCTIONS = ("_keys", "_unseen", "_key", "mutate", "repairs")  # of the sampler's module, if there
 
 
 def _timed(sampler: object) -> tuple[dict, dict]:
@@ -60,11 +58,10 @@ def _timed(sampler: object) -> tuple[dict, dict]:
     for name, _ in inspect.getmembers(type(sampler), inspect.isfunction):
         if not name.startswith("__"):
             setattr(sampler, name, wrap(name, getattr(sampler, name)))
-    for module, names in _FUNCTIONS.items():
-        mod = sys.modules[module]
-        for name in names:
-            if hasattr(mod, name):
-                setattr(mod, name, wrap(name, getattr(mod, name)))
+    mod = sys.modules[type(sampler).__module__]
+    for name in _FUNCTIONS:
+        if hasattr(mod, name):
+            setattr(mod, name, wrap(name, getattr(mod, name)))
     return acc, cnt
 
 
