@@ -570,6 +570,9 @@ def cmd_report(args: argparse.Namespace) -> None:
             last = np.median([r["ms_per_trial_last100"] for r in recs])
             lines.append(f"| {name} | {ds} | {n} | {len(recs)} | {mean:.2f} | {last:.2f} |")
         lines += _cpu_table(groups)
+        lines += _window_table(groups)
+        if args.base:
+            lines += _window_table(groups, args.base)
     print("\n".join(lines))
 
 
@@ -600,6 +603,51 @@ def _cpu_table(groups: dict[tuple, list[dict]]) -> list[str]:
     return lines if found else []
 
 
+def _windows(cpu: list[float], edges: list[int]) -> dict[str, float]:
+    """CPU ms per trial in the study-size windows that start at ``edges`` (the last one runs to
+    the end of the study): e.g. ``{"0-99": 1.1, "100-299": 1.3, ...}``."""
+    out = {}
+    for i, start in enumerate(edges):
+        end = min(edges[i + 1] if i + 1 < len(edges) else len(cpu), len(cpu))
+        if start < end:
+            out[f"{start}-{end - 1}"] = 1000 * float(np.mean(cpu[start:end]))
+    return out
+
+
+def _window_values(r: dict) -> dict[str, float]:
+    """A timing record's CPU ms per trial: over the study, its last 100 trials and each window."""
+    return {"study": r["cpu_ms_per_trial"], "last 100": r["cpu_ms_per_trial_last100"], **r["cpu_ms_windows"]}
+
+
+def _window_table(groups: dict[tuple, list[dict]], ref_name: str = "nsga2") -> list[str]:
+    """CPU ms per trial over the study, its last 100 trials and by study-size window (median of
+    runs), and the ratio to ``ref_name``'s in the same round: the median of the per-round ratios,
+    the rounds in brackets (in the order of their seeds)."""
+    lines: list[str] = []
+    for (n, name, ds), recs in sorted(groups.items()):
+        recs = sorted((r for r in recs if "cpu_ms_windows" in r), key=lambda r: r["repeat"])
+        if not recs:
+            continue
+        ref = {r["repeat"]: _window_values(r) for r in groups.get((n, ref_name, ds), []) if "cpu_ms_windows" in r}
+        wins = list(_window_values(recs[0]))
+        if not lines:
+            lines = [
+                f"\n**CPU ms per trial over the study, its last 100 trials and by study-size window (trials); "
+                f"median of runs; / {ref_name}: median of the per-round ratios, the rounds in brackets**\n",
+                "| sampler | dataset | trials | " + " | ".join(wins) + " |",
+                "|---|---|---|" + "---|" * len(wins),
+            ]
+        cells = []
+        for w in wins:
+            cell = f"{np.median([_window_values(r)[w] for r in recs]):.3f}"
+            per_round = [_window_values(r)[w] / ref[r["repeat"]][w] for r in recs if r["repeat"] in ref]
+            if per_round and name != ref_name:
+                cell += f" **{np.median(per_round):.2f}** (" + ", ".join(f"{x:.2f}" for x in per_round) + ")"
+            cells.append(cell)
+        lines.append(f"| {name} | {ds} | {n} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def cmd_timing(args: argparse.Namespace) -> None:
     """Sampler time per trial (ask + suggest + tell, in-memory storage) on one dataset."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -607,6 +655,7 @@ def cmd_timing(args: argparse.Namespace) -> None:
     space = load_space(args.dataset)
     out = Path(args.out)
     names = args.samplers.split(",")
+    edges = [int(x) for x in args.windows.split(",")]
     for n in [int(x) for x in args.trials.split(",")]:
         for rep in range(args.round0, args.round0 + args.repeat):  # round robin: the load hits every sampler
             if args.interleave:  # the studies of a round take turns, ``--interleave`` trials at a time
@@ -630,6 +679,7 @@ def cmd_timing(args: argparse.Namespace) -> None:
                     "ms_per_trial_last100": 1000 * float(np.mean(run.wall[-100:])),
                     "cpu_ms_per_trial": 1000 * float(np.sum(run.cpu)) / len(run.out),
                     "cpu_ms_per_trial_last100": 1000 * float(np.mean(run.cpu[-100:])),
+                    "cpu_ms_windows": _windows(run.cpu, edges),
                     **({"interleaved": args.interleave} if args.interleave else {}),
                 }
                 print(json.dumps(rec), flush=True)
@@ -652,6 +702,7 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("report", help="markdown tables from result files")
     p.add_argument("--results", nargs="+", required=True, help="result files (FILE#a,b: only samplers a, b; FILE@tag: names 'sampler (tag)')")
     p.add_argument("--timing", help="JSON-lines file written by the timing command")
+    p.add_argument("--base", help="with --timing: also the CPU ratios to this sampler (e.g. genetic@28df099)")
     p.add_argument("--loo", help="candidate samplers separated by ';': leave-one-dataset-out choice")
     t = sub.add_parser("timing", help="sampler time per trial")
     t.add_argument("--dataset", default="gemm_RTX_3090")
@@ -660,6 +711,8 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--repeat", type=int, default=3)
     t.add_argument("--round0", type=int, default=0, help="number (and seed) of the first round")
     t.add_argument("--out", required=True)
+    t.add_argument("--windows", default="0,100,300,600",
+                   help="first trials of the study-size windows whose CPU per trial is recorded apart")
     t.add_argument("--interleave", type=int, default=0, metavar="K",
                    help="the samplers' studies of a round take turns, K trials at a time (0: one study after the other)")
     args = ap.parse_args(argv)

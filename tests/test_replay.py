@@ -99,3 +99,21 @@ def test_timing_interleaved_runs_take_turns_k_trials_at_a_time(tmp_path, monkeyp
     assert all(r["cpu_ms_per_trial"] > 0 for r in recs)
     a, b = turns[0], turns[3]
     assert a != b and turns == [a] * 3 + [b] * 3 + [a] * 3 + [b] * 3 + [a] * 2 + [b] * 2  # blocks of 3, then 2
+
+
+def test_timing_windows_are_the_means_of_their_trials(tmp_path, capsys) -> None:
+    cpu = [0.001] * 3 + [0.002] * 4 + [0.004] * 2
+    assert replay._windows(cpu, [0, 3, 7]) == pytest.approx({"0-2": 1.0, "3-6": 2.0, "7-8": 4.0})
+    assert list(replay._windows(cpu[:5], [0, 3, 7])) == ["0-2", "3-4"]  # a window past the end is left out
+    out = tmp_path / "t.jsonl"
+    recs = []
+    for rep, (gen, base) in enumerate([(2.0, 4.0), (3.0, 3.0)]):
+        for name, ms in (("genetic", gen), ("genetic@base", base), ("nsga2", 1.0)):
+            recs.append({"sampler": name, "dataset": "toy", "trials": 9, "repeat": rep, "ms_per_trial": ms,
+                         "ms_per_trial_last100": ms, "cpu_ms_per_trial": ms, "cpu_ms_per_trial_last100": ms,
+                         "cpu_ms_windows": {"0-2": ms, "3-8": 2 * ms}})
+    out.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    replay.main(["report", "--results", "/dev/null", "--timing", str(out), "--base", "genetic@base"])
+    text = capsys.readouterr().out
+    assert "| genetic | toy | 9 | 2.500 **2.50** (2.00, 3.00) |" in text  # against nsga2, round by round
+    assert "| genetic | toy | 9 | 2.500 **0.75** (0.50, 1.00) |" in text  # against the base

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import functools
 import itertools
 import json
 import logging
@@ -22,6 +24,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ciq_optuna.samplers._binaries import BinaryModel
 from ciq_optuna.samplers._distance import RowDistances
 from ciq_optuna.samplers._genes import Gene, draws_random, neighbours
+from ciq_optuna.samplers._mutation import mutate
 from ciq_optuna.samplers._optuna import (
     cached_trials,
     contains,
@@ -321,7 +324,7 @@ class GeneticSampler(BaseGASampler):
         self._n = 0
         self._improve_cache: tuple[int, int] = (-1, -1)
         self._improve_state: tuple[int, int, float, int] | None = None  # rows, last, best, top number
-        self._sorted: tuple[int, np.ndarray, np.ndarray] = (0, np.empty(0, dtype=np.int64), np.empty(0))
+        self._sorted: tuple[int, np.ndarray, list[float]] = (0, np.empty(0, dtype=np.int64), [])  # rows, order, values
         self._badness_cache: tuple[np.ndarray | None, np.ndarray] = (None, np.empty(0))
         self._binaries = BinaryModel()
         self._keys: set[bytes] = set()
@@ -340,10 +343,10 @@ class GeneticSampler(BaseGASampler):
         self._fail_counts: ValueCounts | None = None
         self._counted: tuple[int, list[int]] = (-1, [])
         self._integral_d: tuple[int, bool] = (-1, False)
-        self._neighbourhoods: dict[tuple, np.ndarray] = {}
+        self._neighbourhoods: dict[tuple, list] = {}
         self._pairs: tuple[int, np.ndarray, np.ndarray | None] = (-1, np.empty(0, dtype=np.int64), None)
         self._row_distances = RowDistances(4 * self._window)
-        self._failed_cache: tuple[int, set[bytes]] = (-1, set())
+        self._failed_cache: tuple[int, int, set[bytes]] = (0, -1, set())  # rows, genes, keys
 
     def _gene_for(self, name: str, dist: BaseDistribution) -> None:
         if name in self._genes:
@@ -590,14 +593,14 @@ class GeneticSampler(BaseGASampler):
             v = self._v[:n, 0]
             ok = np.where(~np.isnan(v))[0]
             order = ok[np.argsort(v[ok], kind="stable")]
-            keys = v[order]
+            keys = v[order].tolist()
         else:
             for i in range(rows, n):
-                value = self._v[i, 0]
+                value = float(self._v[i, 0])
                 if not math.isnan(value):
-                    at = int(np.searchsorted(keys, value, side="right"))  # after equal values
+                    at = bisect.bisect_right(keys, value)  # after equal values
                     order = np.concatenate((order[:at], [i], order[at:]))
-                    keys = np.concatenate((keys[:at], [value], keys[at:]))
+                    keys.insert(at, value)
         self._sorted = (n, order, keys)
         return order
 
@@ -969,13 +972,23 @@ class GeneticSampler(BaseGASampler):
         """The unseen ``depth``-gene neighbours of ``row`` that local search may take (see
         :meth:`_local`), and the share of its neighbourhood already in the study."""
         d = len(self._names)
-        cands = self._complete(self._neighbours(row, depth))
-        for j in self._snap_cols:
-            cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
-        cands = self._project(cands)
+        kept = self._neighbours(row, depth)  # [rows, keys or None]; the rows are not to be changed
+        cands = self._complete(kept[0])
+        if self._snap_cols or self._rules:  # both change rows in place
+            cands = cands.copy() if cands is kept[0] else cands
+            for j in self._snap_cols:
+                cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
+            cands = self._project(cands)
+            keys = _keys(cands, self._integral(d))
+        elif cands is kept[0]:  # the neighbourhood as made: its keys are made once too
+            if kept[1] is None:
+                kept[1] = _keys(cands, self._integral(d))
+            keys = kept[1]
+        else:
+            keys = _keys(cands, self._integral(d))
         # as the compile objective will run them: a move of a gene it will not use is no move
         as_run = _keys(self._binaries.project(cands)) if self._complete_plans and self._binaries.active else None
-        new = _unseen(_keys(cands, self._integral(d)), taken, set(), as_run)
+        new = _unseen(keys, taken, set(), as_run)
         done = 1.0 - len(new) / len(cands) if len(cands) else 1.0
         if not new:
             return cands[:0], done
@@ -990,26 +1003,32 @@ class GeneticSampler(BaseGASampler):
             cands = cands[np.argsort(self._value_counts(order).score(cands), kind="stable")[: self._ls_keep]]
         return cands, done
 
-    def _neighbours(self, row: np.ndarray, depth: int) -> np.ndarray:
-        """:func:`neighbours` of a genome, kept while that draws no random numbers (the result
-        is then the same every time: local search walks the same best trials again and again)."""
+    def _neighbours(self, row: np.ndarray, depth: int) -> list:
+        """``[rows, None]``: :func:`neighbours` of a genome, kept while that draws no random
+        numbers (the result is then the same every time: local search walks the same best trials
+        again and again); the caller must not change the rows, and may keep their keys in the
+        second place."""
         key = (row.tobytes(), depth)
-        cands = self._neighbourhoods.get(key)
-        if cands is None:
-            cands = neighbours(row, self._kind, self._nval, self._rng, depth)
+        kept = self._neighbourhoods.get(key)
+        if kept is None:
+            kept = [neighbours(row, self._kind, self._nval, self._rng, depth), None]
             if not draws_random(row, self._kind, self._nval):
                 if len(self._neighbourhoods) >= 64:
                     self._neighbourhoods.clear()
-                self._neighbourhoods[key] = cands
-        return cands.copy()
+                self._neighbourhoods[key] = kept
+        return kept
 
     def _failed_keys(self) -> set[bytes]:
-        """Keys of the failed configurations (cached per number of rows)."""
-        if self._failed_cache[0] != self._n:
-            d = len(self._names)
-            rows = np.where(np.isnan(self._v[: self._n, 0]))[0]
-            self._failed_cache = (self._n, set(_keys(self._x[rows, :d])))
-        return self._failed_cache[1]
+        """Keys of the failed configurations, brought up to date with the rows added since the
+        last call (rows never change once added)."""
+        upto, d, failed = self._failed_cache
+        if d != len(self._names) or upto > self._n:
+            upto, d, failed = 0, len(self._names), set()
+        if upto < self._n:
+            rows = upto + np.where(np.isnan(self._v[upto : self._n, 0]))[0]
+            failed.update(_keys(self._x[rows, :d]))
+        self._failed_cache = (self._n, d, failed)
+        return failed
 
     def _first_pick(self, cands: np.ndarray, order: np.ndarray) -> int:
         """Pick in generation 0: by the value statistics and failure risk once ``_g0_guide``
@@ -1178,32 +1197,7 @@ class GeneticSampler(BaseGASampler):
     def _mutate(self, x: np.ndarray, strength: float, mask: np.ndarray) -> np.ndarray:
         """``x`` with the genes in ``mask`` mutated.  Random numbers are drawn for every gene (the
         stream stays the same whatever the mask); the arithmetic is done for the masked ones."""
-        rng = self._rng
-        m, d = x.shape
-
-        def masked(a: np.ndarray) -> np.ndarray:
-            return np.broadcast_to(a, (m, d))[mask]
-
-        xm = x[mask]
-        base = np.where(np.isnan(xm), self._random_genomes(m)[mask], xm)
-        n = masked(self._nval)
-        # ordered: a signed step of at least one, mostly small; one in ten is a uniform re-draw
-        step = np.maximum(1.0, np.ceil(np.abs(rng.normal(0.0, 1.0, (m, d))[mask] * masked(self._sigma) * strength)))
-        step *= np.where(rng.rand(m, d)[mask] < 0.5, -1.0, 1.0)
-        ordv = base + step
-        ordv = np.where((ordv < 0) | (ordv > n - 1), base - step, ordv)
-        ordv = np.clip(ordv, 0, n - 1)
-        far = rng.rand(m, d)[mask] < 0.1
-        ordv = np.where(far, np.floor(rng.rand(m, d)[mask] * n), ordv)
-        # categorical: another choice (a toggle for two states)
-        catv = (base + 1 + np.floor(rng.rand(m, d)[mask] * np.maximum(1, n - 1))) % n
-        # continuous: Gaussian in the transformed [0, 1] range, reflected at the ends
-        contv = np.abs(base + rng.normal(0.0, 0.1 * strength, (m, d))[mask])
-        contv = np.clip(np.where(contv > 1.0, 2.0 - contv, contv), 0.0, 1.0)
-        kind = masked(self._kind)
-        out = x.copy()
-        out[mask] = np.select([kind == 0, kind == 1], [ordv, catv], contv)
-        return out
+        return mutate(self._rng, x, strength, mask, self._kind, self._nval, self._sigma)
 
     def _mixing(self) -> bool:
         """Whether the value statistics pre-select the children (the first ``_mix_gens``
@@ -1316,7 +1310,7 @@ class GeneticSampler(BaseGASampler):
             rate = (stack[0, np.arange(len(cols)), ci] + 2.0 * prior) / (stack[1, np.arange(len(cols)), ci] + 2.0)
             rate[np.isnan(c)] = 0.0
             return np.maximum(rate.max(axis=1), 0.0)
-        return np.maximum(rates[ci + first].max(axis=1), 0.0)
+        return rates[ci + first].max(axis=1)  # rates are >= 0: the floor at 0 changes nothing
 
 
 class _Taken:
@@ -1456,7 +1450,14 @@ def _keys(codes: np.ndarray, integral: bool = False) -> list[bytes]:
     m, d = codes.shape
     if not d:
         return [b""] * m
-    return np.ascontiguousarray(codes).view(np.dtype((np.void, 8 * d))).ravel().tolist()
+    return np.ascontiguousarray(codes).view(_row_dtype(d)).ravel().tolist()
+
+
+@functools.lru_cache(maxsize=64)
+def _row_dtype(d: int) -> np.dtype:
+    """The dtype of one row of ``d`` float64 codes as raw bytes (made once per width: building a
+    void dtype costs more than the view)."""
+    return np.dtype((np.void, 8 * d))
 
 
 def _smallest(dist: np.ndarray, k: int) -> np.ndarray:

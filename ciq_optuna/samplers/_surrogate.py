@@ -23,7 +23,7 @@ class ValueCounts:
     replaced it); ``n`` is the number of its rows counted so far; ``pair_weight`` > 0: the score
     adds that weight times the gene-pair interactions (:class:`PairCounts`)."""
 
-    __slots__ = ("sizes", "offsets", "bins", "cont", "rows", "d", "n", "cells_seen",
+    __slots__ = ("sizes", "offsets", "bins", "cont", "any_cont", "top", "prior", "rows", "d", "n", "cells_seen",
                  "good", "total", "good_n", "total_n", "pairs", "pair_weight")
 
     def __init__(
@@ -33,6 +33,9 @@ class ValueCounts:
         self.bins = bins
         self.sizes = np.where(self.cont, bins, np.maximum(nval, 1)).astype(np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
+        self.any_cont = bool(self.cont.any())
+        self.top = self.sizes - 1  # the last value (bin) of each gene
+        self.prior = 1.0 / self.sizes  # one trial of prior weight, spread over the gene's values
         self.rows = rows
         self.d = len(self.sizes)
         self.n = 0
@@ -47,9 +50,10 @@ class ValueCounts:
 
     def cells(self, codes: np.ndarray) -> np.ndarray:
         """Flat table index of every gene value (-1 where the gene is absent)."""
-        c = np.nan_to_num(codes, nan=-1.0)
-        c = np.where(self.cont, np.minimum(c * self.bins, self.bins - 1), c).astype(np.int64)
-        c = np.minimum(c, self.sizes - 1)
+        c = np.where(np.isnan(codes), -1.0, codes)  # codes are finite: as nan_to_num(nan=-1), cheaper
+        if self.any_cont:
+            c = np.where(self.cont, np.minimum(c * self.bins, self.bins - 1), c)
+        c = np.minimum(c.astype(np.int64), self.top)
         return np.where(c >= 0, c + self.offsets, -1)
 
     def update(self, new_rows: np.ndarray, good: np.ndarray) -> None:
@@ -78,7 +82,7 @@ class ValueCounts:
         cells = self.cells(cands)
         present = cells >= 0
         idx = np.where(present, cells, 0)
-        prior = 1.0 / self.sizes
+        prior = self.prior
         good = (self.good[idx] + prior) / (self.good_n + 1.0)
         other = (self.total[idx] - self.good[idx] + prior) / (self.total_n - self.good_n + 1.0)
         score = np.where(present, np.log(other / good), 0.0).sum(axis=1)
