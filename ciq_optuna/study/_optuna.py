@@ -1276,7 +1276,7 @@ class _Held:
         self.serial = 0  # which connection this process opened (a new one after an error or a fork)
 
     def owns(self, conn: Any) -> bool:
-        """Whether ``conn`` is this process's connection now (None: whether there is none)."""
+        """Whether ``conn`` is this process's connection now."""
         return (self._conn if self._pid == os.getpid() else None) is conn
 
     def drop(self) -> None:
@@ -1289,14 +1289,26 @@ class _Held:
                     conn.close()
 
     @contextlib.contextmanager
-    def connection(self, wait: bool = True) -> Iterator[Any]:
-        """The held connection (opened when there is none); ``wait=False``: None when another
-        thread uses it now."""
-        if not self._lock.acquire(blocking=wait):
+    def connection_if_idle(self) -> Iterator[Any]:
+        """The open connection, or None when there is none or another thread uses it now."""
+        if not self._lock.acquire(blocking=False):
             yield None
             return
-        with contextlib.ExitStack() as stack:
-            stack.callback(self._lock.release)
+        try:
+            if self._conn is None or self._pid != os.getpid():
+                yield None
+                return
+            try:
+                yield self._conn
+            except BaseException as exc:
+                self._release(exc)
+                raise
+        finally:
+            self._lock.release()
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Any]:
+        with self._lock:
             if self._conn is None or self._pid != os.getpid():  # after a fork: the parent's is not ours
                 conn = self._engine.connect()
                 if self._autocommit:
@@ -1478,10 +1490,10 @@ class _Connections:
         """Touch the plan connection's session (the lock's lease); False when that failed. A
         statement running on it now (e.g. waiting for the lock) is no idle session: no touch."""
         plan, held = self._plan, self._plans
-        if plan is None or held is None or plan.serial != held.serial or held.owns(None):
+        if plan is None or held is None or plan.serial != held.serial:
             return True  # not taken yet, or lost with its connection (the next statement takes it)
         try:
-            with held.connection(wait=False) as conn:
+            with held.connection_if_idle() as conn:
                 if conn is None or plan.serial != held.serial:
                     return True
                 driver_execute(conn.connection.dbapi_connection, conn.dialect, "SELECT 1", {})
