@@ -12,6 +12,10 @@ times, with the code on its ``PYTHONPATH``:
 - ``stale check``: ``fail_stale(study)`` with the storage's once-per-interval gate reset, i.e.
   the check a worker makes every heartbeat interval (nothing is stale);
 - ``lock hold``: taking and releasing the planning lock (``PlanLock.held``) with nothing inside;
+- ``planning step``: what a worker's sampler does under the planning lock, on a RUNNING trial of
+  this process: the lock held (lazily where the tree has ``held(lazy=...)``, as its
+  ``LockedSampler`` holds it), the study read once, the claim written (system attribute
+  ``GeneticSampler:key``), the lock released;
 - ``trial write``: a trial of this process created, given 12 parameters and 6 user attributes,
   and told COMPLETE (``storage_calls``' rows; the writes of a trial without the search).
 
@@ -40,7 +44,7 @@ sys.path.insert(1, str(REPO / "tests"))
 
 from storage_calls import DISTRIBUTIONS, STUDY, USER_ATTRS, prefill  # noqa: E402
 
-CALLS = ("budget check", "stale check", "lock hold", "trial write")
+CALLS = ("budget check", "stale check", "lock hold", "trial write", "planning step")
 
 
 def child(url: str, calls: int) -> dict[str, list[float]]:
@@ -78,9 +82,22 @@ def child(url: str, calls: int) -> dict[str, list[float]]:
             storage.set_trial_user_attr(trial_id, key, {"spill-bytes": 0, "registers": [32, 40]})
         storage.set_trial_state_values(trial_id, TrialState.COMPLETE, [1.0])
 
+    import inspect
+
+    from ciq_optuna.study._optuna import read_study_once
+
+    planned = storage.create_new_trial(study._study_id)
+    lazy = {"lazy": True} if "lazy" in inspect.signature(lock.held).parameters else {}
+
+    def planning_step() -> None:
+        with lock.held(**lazy), read_study_once(study):
+            storage.get_all_trials(study._study_id, deepcopy=False)
+            storage.set_trial_system_attr(planned, "GeneticSampler:key", '{"x": 1}')
+
     out: dict[str, list[float]] = {}
     quarter = max(calls // 4, 1)
-    for name, call, n in zip(CALLS, (budget_check, stale_check, lock_hold, trial_write), (calls, quarter, calls, quarter)):
+    steps = (budget_check, stale_check, lock_hold, trial_write, planning_step)
+    for name, call, n in zip(CALLS, steps, (calls, quarter, calls, quarter, calls)):
         call()
         runs = []
         for _ in range(5):
@@ -89,6 +106,7 @@ def child(url: str, calls: int) -> dict[str, list[float]]:
                 call()
             runs.append((time.process_time() - c0) / n * 1000)
         out[name] = runs
+    storage.set_trial_state_values(planned, TrialState.FAIL)  # no RUNNING trial left for the next child
     return out
 
 
