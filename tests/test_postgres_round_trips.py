@@ -1,7 +1,6 @@
 """Round trips of a PostgreSQL worker per trial: creating a trial and writing it are one query each
-(no BEGIN and COMMIT), the planning step two (lock with the read, claim with the release), and
-trials created at once by several processes' storages are still numbered 0, 1, 2... in the order
-of their ids, without repeats."""
+(no BEGIN and COMMIT), and trials created at once by several processes' storages are still
+numbered 0, 1, 2... in the order of their ids, without repeats."""
 
 from __future__ import annotations
 
@@ -16,8 +15,6 @@ import pytest
 import sqlalchemy as sa
 from optuna.trial import TrialState
 
-from ciq_optuna.samplers._genetic import CLAIM_ATTR
-from ciq_optuna.study.leases import PlanLock
 from ciq_optuna.study.storage import resolve_storage
 
 
@@ -127,98 +124,3 @@ def test_the_budget_checks_look_answers_the_next_look_for_a_waiting_trial(
     optuna.load_study(study_name="w", storage=other).enqueue_trial({"x": 4})
     found = [t.system_attrs["fixed_params"] for t in mine.get_all_trials(sid, states=waiting)]  # after the look
     assert found == [{"x": 4}]
-
-
-def _planning_study(url: str, tmp_path: Path, name: str) -> tuple[Any, int, int]:
-    """A study with two finished trials, and a RUNNING trial of the returned storage."""
-    storage = resolve_storage(url, default_path=tmp_path / "x.db")
-    study = optuna.create_study(storage=storage, study_name=name)
-    study.optimize(lambda t: t.suggest_int("x", 0, 9), n_trials=2)
-    return storage, study._study_id, storage.create_new_trial(study._study_id)
-
-
-def test_the_planning_step_is_two_queries(postgres_db_url: str, tmp_path: Path, queries: Counter[str]) -> None:
-    """The lock taken with the sampler's read of the study (one query), the claim written and the
-    lock released with it (one query); the claim is then stored and the lock free."""
-    storage, sid, trial_id = _planning_study(postgres_db_url, tmp_path, "p")
-    lock = PlanLock(storage, "p")
-    with lock.held():  # the planning connection opened (once per process)
-        pass
-    queries.clear()
-    with lock.held(lazy=True), storage.read_once(sid):
-        assert len(storage.get_all_trials(sid)) == 3
-        assert queries == Counter(execute=1)
-        storage.set_trial_system_attr(trial_id, CLAIM_ATTR, '{"x": 3}')
-        storage.get_all_trials(sid)  # the sampler's look at the claims: read once already
-    assert queries == Counter(execute=2)
-    other = resolve_storage(postgres_db_url, default_path=tmp_path / "x.db")
-    with PlanLock(other, "p").held():  # free
-        assert other.get_trial(trial_id).system_attrs == {CLAIM_ATTR: '{"x": 3}'}
-    queries.clear()
-    with lock.held(lazy=True):  # nothing read nor claimed: no lock taken, no query
-        pass
-    assert queries == Counter()
-
-
-def test_a_planning_read_waits_for_the_holder_and_sees_its_claim(postgres_db_url: str, tmp_path: Path) -> None:
-    """Worker B's read in its planning block returns only once worker A's block has ended, and
-    shows the claim A wrote with its release."""
-    mine, sid, trial_id = _planning_study(postgres_db_url, tmp_path, "v")
-    other = resolve_storage(postgres_db_url, default_path=tmp_path / "x.db")
-    holding = threading.Event()
-    events: list[str] = []
-    seen: list[Any] = []
-
-    def plan_elsewhere() -> None:
-        holding.wait()
-        with PlanLock(other, "v").held(lazy=True), other.read_once(sid):
-            trials = other.get_all_trials(sid, deepcopy=False)
-            events.append("B read")
-            seen.append(next(t for t in trials if t._trial_id == trial_id).system_attrs.get(CLAIM_ATTR))
-
-    thread = threading.Thread(target=plan_elsewhere)
-    thread.start()
-    with PlanLock(mine, "v").held(lazy=True), mine.read_once(sid):
-        mine.get_all_trials(sid)
-        mine.set_trial_system_attr(trial_id, CLAIM_ATTR, "claimed by A")
-        holding.set()
-        thread.join(1.0)  # B waits for the lock
-        events.append("A ends")
-    thread.join()
-    assert events == ["A ends", "B read"]
-    assert seen == ["claimed by A"]
-
-
-def test_a_plan_whose_connection_is_lost_is_written_under_the_lock_again(
-    postgres_db_url: str, tmp_path: Path
-) -> None:
-    """The planning session is ended by the server after the read (its lock goes with it): the
-    claim is still written, under the lock taken again, and the lock is free after the block."""
-    storage, sid, trial_id = _planning_study(postgres_db_url, tmp_path, "l")
-    engine = sa.create_engine(postgres_db_url)
-    with PlanLock(storage, "l").held(lazy=True), storage.read_once(sid):
-        storage.get_all_trials(sid)
-        with engine.connect() as conn:
-            ended = conn.execute(
-                sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE state = 'idle in transaction'")
-            ).all()
-            conn.commit()
-        assert ended == [(True,)]  # the planning transaction, and only it
-        storage.set_trial_system_attr(trial_id, CLAIM_ATTR, "after the loss")
-    engine.dispose()
-    other = resolve_storage(postgres_db_url, default_path=tmp_path / "x.db")
-    with PlanLock(other, "l").held():
-        assert other.get_trial(trial_id).system_attrs == {CLAIM_ATTR: "after the loss"}
-
-
-def test_an_error_in_the_planning_block_releases_the_lock(postgres_db_url: str, tmp_path: Path) -> None:
-    storage, sid, trial_id = _planning_study(postgres_db_url, tmp_path, "e")
-    with pytest.raises(RuntimeError), PlanLock(storage, "e").held(lazy=True), storage.read_once(sid):
-        storage.get_all_trials(sid)
-        storage.set_trial_system_attr(trial_id, CLAIM_ATTR, "dropped")
-        raise RuntimeError("the sampler failed")
-    other = resolve_storage(postgres_db_url, default_path=tmp_path / "x.db")
-    with PlanLock(other, "e").held():
-        assert other.get_trial(trial_id).system_attrs == {}
-    with PlanLock(storage, "e").held(lazy=True), storage.read_once(sid):  # the storage plans again
-        assert len(storage.get_all_trials(sid)) == 3

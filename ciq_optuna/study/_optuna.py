@@ -25,8 +25,7 @@ trial it moved to RUNNING):
   leaves its configuration behind and the retry evaluates it again (a worker killed within
   ``FLUSH_DELAY`` of sampling leaves a trial without parameters, whose retry samples anew).
 - System attributes named in ``write_through`` (the sampler's claim of a configuration, which other
-  workers read to avoid duplicates) are written at once, as before; on PostgreSQL, in a block of
-  the planning lock (:meth:`BatchedStorage.plan_lock`), with the commit that releases the lock.
+  workers read to avoid duplicates) are written at once, as before.
 - These statements run on connections this process keeps (one; on PostgreSQL a second one in
   autocommit for the reads of the study) instead of a pool checkout per statement, which
   cost more than the statement and, on PostgreSQL, a ping of the server each.
@@ -42,9 +41,7 @@ trial it moved to RUNNING):
   trials created since the last read, not a read of the study (or none: the budget check's
   count of those trials, just made, also tells how many are WAITING).
 - On PostgreSQL a trial is created by one query (the study row locked, then the trial inserted)
-  and written by one statement, both in autocommit: no BEGIN and COMMIT round trips. The planning
-  lock is a transaction on a connection of its own, taken in the same query as the sampler's read
-  of the study and released by the query that writes the claim: two round trips, not four.
+  and written by one statement, both in autocommit: no BEGIN and COMMIT round trips.
 """
 
 from __future__ import annotations
@@ -479,8 +476,7 @@ class BatchedStorage(_CachedStorage):
                     pending.system_attrs[key] = pending.trial.system_attrs[key]
                     return
         if pending is not None:  # a running trial of this process: no need to check its state first
-            if not self._conns.claim(trial_id, key, value):  # in a planning block: written at its end
-                self._db(lambda: write_attr(self._conns, trial_id, key, value))
+            self._db(lambda: write_attr(self._conns, trial_id, key, value))
             return
         super().set_trial_system_attr(trial_id, key, value)
 
@@ -580,49 +576,6 @@ class BatchedStorage(_CachedStorage):
             yield
         finally:
             self._beater.cancel(key)
-
-    # ---------------------------------------------------------------- the planning lock
-
-    @property
-    def plans(self) -> bool:
-        """Whether :meth:`plan_lock` is available (PostgreSQL)."""
-        return self._conns.plans
-
-    @contextlib.contextmanager
-    def plan_lock(self, key: int, lease_s: float, *, lazy: bool = False) -> Iterator[None]:
-        """Hold the transaction-scoped advisory lock ``key`` (PostgreSQL) for the block: the
-        planning lock of :class:`ciq_optuna.study.leases.PlanLock`, in two queries instead of four.
-
-        The lock is a transaction of a connection of its own: taken with its lease
-        (``idle_in_transaction_session_timeout``: the server ends the session of an owner silent
-        for ``lease_s`` seconds, and the lock with it; :meth:`renew_plan_lock` renews it),
-        released by the commit. ``lazy``: taken in the same query as the block's first statement
-        of this thread (the sampler's read of the study), not before the block. The calling
-        thread's statements in the block run in that transaction, and its claims (system
-        attributes in ``write_through``) are written with the commit, in one query: the next
-        holder, who reads after taking the lock, sees them. An owner killed, or silent for
-        ``lease_s``, loses the lock and the claims of the block with its session; one that goes on
-        after losing it (its connection lost) takes it again with its next statement, and writes
-        its claims under it (:meth:`_Connections.end_plan`). An error in the block drops the
-        connection: the lock is released and the block's claims are not written.
-        """
-        with self._conns.planning(key, lease_s):
-            if not lazy:
-                self._db(self._conns.take_plan_now)
-            try:
-                yield
-            except BaseException:
-                self._conns.abandon_plan()
-                raise
-            self._db(self._conns.end_plan)
-
-    def take_plan_lock(self) -> None:
-        """In a lazy :meth:`plan_lock` block, take the lock now (a query of its own)."""
-        self._db(self._conns.take_plan_now)
-
-    def renew_plan_lock(self) -> bool:
-        """Renew the lease of the planning lock held now (False: that failed)."""
-        return self._conns.renew_plan()
 
     def _flush_quietly(self, trial_id: int) -> None:
         """:meth:`flush_trial` from the beater thread: a failure is logged (the rows stay pending)."""
@@ -1150,13 +1103,9 @@ class _Result:
 
 
 def _execute(conns: _Connections, conn: Any, statement: Any, params: dict[str, Any] | list[dict[str, Any]]) -> Any:
-    """``conn.execute(statement, params)``; on PostgreSQL through the driver (:class:`_Direct`). The
-    first statement of a planning block takes its lock in the same query (:meth:`_Connections.plan_to_take`)."""
+    """``conn.execute(statement, params)``; on PostgreSQL through the driver (:class:`_Direct`)."""
     first = params[0] if isinstance(params, list) else params
     many = isinstance(params, list) and len(params) > 1
-    plan = conns.plan_to_take(conn)
-    if plan is not None and many:
-        conns.take_plan(conn, plan)
     if many and conn.dialect.name == "postgresql" and getattr(statement, "is_insert", False):
         keys = tuple(sorted(first))
         rows = conns.sql.direct_rows(statement, conn.dialect, keys, len(params))
@@ -1164,11 +1113,6 @@ def _execute(conns: _Connections, conn: Any, statement: Any, params: dict[str, A
     direct = conns.sql.direct(statement, conn.dialect, tuple(sorted(first)), many)
     if direct is None:
         return conn.execute(statement, params)
-    if plan is not None and not many:  # the lock taken and the statement run in one query
-        raw = conn.connection.dbapi_connection
-        result = driver_script(raw, conn.dialect, plan.begin() + ";\n" + direct.sql, direct.bind(first))[-1]
-        conns.plan_taken(plan)
-        return result
     return direct.run(conn, params)
 
 
@@ -1275,37 +1219,6 @@ class _Held:
         self._pid = 0
         self.serial = 0  # which connection this process opened (a new one after an error or a fork)
 
-    def owns(self, conn: Any) -> bool:
-        """Whether ``conn`` is this process's connection now."""
-        return (self._conn if self._pid == os.getpid() else None) is conn
-
-    def drop(self) -> None:
-        """Discard the connection (its session ends); the next use opens a new one."""
-        with self._lock:
-            conn, self._conn = self._conn, None
-            if conn is not None and self._pid == os.getpid():
-                with contextlib.suppress(Exception):
-                    conn.invalidate()
-                    conn.close()
-
-    @contextlib.contextmanager
-    def connection_if_idle(self) -> Iterator[Any]:
-        """The open connection, or None when there is none or another thread uses it now."""
-        if not self._lock.acquire(blocking=False):
-            yield None
-            return
-        try:
-            if self._conn is None or self._pid != os.getpid():
-                yield None
-                return
-            try:
-                yield self._conn
-            except BaseException as exc:
-                self._release(exc)
-                raise
-        finally:
-            self._lock.release()
-
     @contextlib.contextmanager
     def connection(self) -> Iterator[Any]:
         with self._lock:
@@ -1334,40 +1247,9 @@ class _Held:
 _SERIALS = itertools.count(1)
 
 
-class _Plan:
-    """A planning block of one thread (:meth:`BatchedStorage.plan_lock`): the lock's key and lease,
-    the plan connection's serial while its transaction holds the lock (0: not taken), and the
-    claims made in the block, written when it ends."""
-
-    __slots__ = ("key", "lease_ms", "serial", "claims", "thread")
-
-    def __init__(self, key: int, lease_s: float) -> None:
-        self.key, self.lease_ms, self.serial = int(key), int(lease_s * 1000), 0
-        self.claims: dict[tuple[int, str], str] = {}  # (trial id, key) -> value as JSON
-        self.thread = threading.get_ident()
-
-    def begin(self) -> str:
-        """The query that takes the lock: a transaction, its lease (the server ends a session idle
-        in it for ``lease_ms``; ``SET LOCAL``, so no reset after) and the transaction's advisory lock."""
-        return (
-            "BEGIN;\nSELECT set_config('idle_in_transaction_session_timeout', "
-            f"'{self.lease_ms}', true), pg_advisory_xact_lock({self.key})"
-        )
-
-
-#: PostgreSQL: the claims of a planning block (system attributes; a JSON list of rows) in one upsert.
-_CLAIMS = (
-    f"INSERT INTO {models.TrialSystemAttributeModel.__table__.name} (trial_id, key, value_json) "
-    "SELECT r.trial_id, r.key, r.value_json FROM json_to_recordset(%(claims)s::json) "
-    "AS r (trial_id int, key varchar, value_json text) "
-    "ON CONFLICT (trial_id, key) DO UPDATE SET value_json = excluded.value_json"
-)
-
-
 class _Connections:
     """The connections of :class:`BatchedStorage`'s own statements: one for transactions, and on
-    PostgreSQL one in autocommit for the light reads (no BEGIN and ROLLBACK round trips) and one
-    for the planning lock's transactions (:meth:`BatchedStorage.plan_lock`)."""
+    PostgreSQL one in autocommit for the light reads (no BEGIN and ROLLBACK round trips)."""
 
     def __init__(self, backend: RDBStorage) -> None:
         self.backend = backend
@@ -1375,9 +1257,6 @@ class _Connections:
         self.sql = _sql(engine.dialect.name)
         self._writes = _Held(engine, autocommit=False)
         self._reads = _Held(engine, autocommit=True) if engine.dialect.name == "postgresql" else self._writes
-        self._plans = _Held(engine, autocommit=True) if engine.dialect.name == "postgresql" else None
-        self._plan: _Plan | None = None  # the planning block open now (one at a time per process)
-        self._plan_block = threading.Lock()
         self._sqlite = engine.dialect.name == "sqlite"
         self.dialect = engine.dialect
         #: A trial's rows are written by one statement (``_Sql.trial_write``), not a transaction.
@@ -1391,13 +1270,8 @@ class _Connections:
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[Any]:
-        """A connection for read-only statements (PostgreSQL: in autocommit; in a planning block,
-        for its thread, the block's connection)."""
-        plan = self._plan
-        if plan is not None and self._plans is not None and plan.thread == threading.get_ident():
-            with self._plans.connection() as conn:
-                yield conn
-        elif self._reads is self._writes:
+        """A connection for read-only statements (PostgreSQL: in autocommit)."""
+        if self._reads is self._writes:
             with self.begin() as conn:
                 yield conn
         else:
@@ -1411,105 +1285,6 @@ class _Connections:
         connection :meth:`reading` gives."""
         with self.reading() as conn:
             yield conn
-
-    # ---------------------------------------------------------------- the planning lock (PostgreSQL)
-
-    @property
-    def plans(self) -> bool:
-        """Whether the planning lock can be a transaction of these connections (PostgreSQL)."""
-        return self._plans is not None
-
-    @contextlib.contextmanager
-    def planning(self, key: int, lease_s: float) -> Iterator[_Plan]:
-        """A planning block of the calling thread: no lock taken yet (see :meth:`plan_to_take`)."""
-        with self._plan_block:
-            self._plan = _Plan(key, lease_s)
-            try:
-                yield self._plan
-            finally:
-                self._plan = None
-
-    def plan_to_take(self, conn: Any) -> _Plan | None:
-        """The block whose lock the next statement on ``conn`` must take first: the calling
-        thread's, when ``conn`` is the plan connection and its transaction does not hold the lock
-        (not taken yet, or its connection was lost: the lock went with its session)."""
-        plan = self._plan
-        if plan is None or plan.thread != threading.get_ident() or self._plans is None:
-            return None
-        if self._plans.owns(conn) and plan.serial != self._plans.serial:
-            if plan.serial:
-                _logger.warning("planning lock lost with its connection: taken again")
-            return plan
-        return None
-
-    def plan_taken(self, plan: _Plan) -> None:
-        plan.serial = self._plans.serial if self._plans is not None else 0
-
-    def take_plan(self, conn: Any, plan: _Plan) -> None:
-        """Take the lock now, in a query of its own."""
-        driver_script(conn.connection.dbapi_connection, conn.dialect, plan.begin(), {})
-        self.plan_taken(plan)
-
-    def take_plan_now(self) -> None:
-        """Take the calling thread's planning lock unless its transaction holds it."""
-        assert self._plans is not None
-        with self._plans.connection() as conn:
-            plan = self.plan_to_take(conn)
-            if plan is not None:
-                self.take_plan(conn, plan)
-
-    def end_plan(self) -> None:
-        """Write the block's claims and commit, in one query: the commit releases the lock, and
-        the next holder's reads see the claims. When the lock is not held (never taken, or lost
-        with its connection), the claims are written under it in one query too (taken, written,
-        committed); with neither claims nor lock, nothing is sent."""
-        plan = self._plan
-        assert plan is not None and self._plans is not None
-        with self._plans.connection() as conn:
-            held = plan.serial == self._plans.serial
-            if not held and not plan.claims:
-                return
-            texts = [] if held else [plan.begin()]
-            params: dict[str, Any] = {}
-            if plan.claims:
-                texts.append(_CLAIMS)
-                rows = [{"trial_id": t, "key": k, "value_json": v} for (t, k), v in plan.claims.items()]
-                params["claims"] = json.dumps(rows)
-            texts.append("COMMIT")
-            driver_script(conn.connection.dbapi_connection, conn.dialect, ";\n".join(texts), params)
-            plan.claims.clear()
-            plan.serial = 0
-
-    def abandon_plan(self) -> None:
-        """End the block after an error: the connection is dropped, and with its session the
-        transaction (claims not written) and the lock."""
-        assert self._plans is not None
-        self._plans.drop()
-
-    def renew_plan(self) -> bool:
-        """Touch the plan connection's session (the lock's lease); False when that failed. A
-        statement running on it now (e.g. waiting for the lock) is no idle session: no touch."""
-        plan, held = self._plan, self._plans
-        if plan is None or held is None or plan.serial != held.serial:
-            return True  # not taken yet, or lost with its connection (the next statement takes it)
-        try:
-            with held.connection_if_idle() as conn:
-                if conn is None or plan.serial != held.serial:
-                    return True
-                driver_execute(conn.connection.dbapi_connection, conn.dialect, "SELECT 1", {})
-        except Exception as exc:
-            _logger.warning("planning lock lease lost: %s", exc)
-            return False
-        return True
-
-    def claim(self, trial_id: int, key: str, value: Any) -> bool:
-        """Keep a claim (system attribute) made by the calling thread in its planning block, to be
-        written when the block ends (:meth:`end_plan`); False outside a block."""
-        plan = self._plan
-        if plan is None or plan.thread != threading.get_ident():
-            return False
-        plan.claims[(trial_id, key)] = json.dumps(value)
-        return True
 
     def script(self, conn: Any, parts: list[tuple[Any, dict[str, Any]]]) -> list[_Result]:
         """PostgreSQL: the statements of ``parts`` (statement, parameters) as one query on ``conn``

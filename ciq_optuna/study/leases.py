@@ -5,13 +5,9 @@ lease expires, another process takes the resource over, so a holder that dies (S
 loss, network split) or stops (SIGSTOP) costs at most one lease period:
 
 - **The planning lock** (:class:`PlanLock`), held while a sampler reads the trials and claims a
-  configuration. PostgreSQL, through ciq-optuna's storage (:meth:`BatchedStorage.plan_lock`): a
-  transaction's advisory lock on a connection of its own, whose session the server ends when it
-  has been idle in the transaction for :data:`PLAN_LOCK_LEASE_S` seconds
-  (``idle_in_transaction_session_timeout``); it is taken in the same query as the sampler's read
-  of the study, and the claim is written and the lock released (commit) in one query. Another
-  storage on PostgreSQL: a session advisory lock on a connection of its own, with the same lease
-  (``idle_session_timeout``). The owner renews the lease by touching the session every
+  configuration. PostgreSQL: a session advisory lock on a connection of its own, whose session
+  the server ends when it has been idle for :data:`PLAN_LOCK_LEASE_S` seconds
+  (``idle_session_timeout``); the owner renews the lease by touching the session every
   :data:`PLAN_LOCK_RENEW_S` seconds. The server releases the lock when the session ends (owner
   killed, or lease expired), and the next waiter gets it at once. SQLite (one machine): ``flock``
   on ``<database>.lock``, released by the kernel when the owner dies.
@@ -99,7 +95,6 @@ class PlanLock:
             hashlib.sha256(b"ciq-optuna:" + study_name.encode()).digest()[:8], "big", signed=True
         )
         self._url = url if engine is not None and engine.dialect.name == "postgresql" else None
-        self._batched = isinstance(storage, BatchedStorage) and storage.plans
         self._engine: sqlalchemy.Engine | None = None
         self._conn: sqlalchemy.Connection | None = None
         self._leased = True
@@ -107,16 +102,10 @@ class PlanLock:
         self._file = path.with_name(path.name + ".lock") if path is not None else None
 
     @contextlib.contextmanager
-    def held(self, *, lazy: bool = False) -> Iterator[None]:
-        """Hold the lock for the duration of the block. ``lazy`` (ciq-optuna's storage on
-        PostgreSQL): take it with the block's first statement, in the same query (see
-        :meth:`BatchedStorage.plan_lock`); a block without statements takes no lock."""
+    def held(self) -> Iterator[None]:
+        """Hold the lock for the duration of the block."""
         with self._thread_lock:
-            if self._batched:
-                assert isinstance(self._storage, BatchedStorage)
-                with self._storage.plan_lock(self._key, PLAN_LOCK_LEASE_S, lazy=lazy), self._renewing():
-                    yield
-            elif self._url is not None:
+            if self._url is not None:
                 with self._postgres():
                     yield
             elif self._file is not None:
@@ -128,12 +117,6 @@ class PlanLock:
                         fcntl.flock(handle, fcntl.LOCK_UN)
             else:
                 yield
-
-    def take(self) -> None:
-        """In a lazy :meth:`held` block, take the lock now (elsewhere it is held already)."""
-        if self._batched:
-            assert isinstance(self._storage, BatchedStorage)
-            self._storage.take_plan_lock()
 
     # PostgreSQL ---------------------------------------------------------------------------------
 
@@ -228,9 +211,6 @@ class PlanLock:
 
     def _renew_once(self) -> bool:
         """Touch the lock's session (its lease); False when that failed (the lease is lost)."""
-        if self._batched:
-            assert isinstance(self._storage, BatchedStorage)
-            return self._storage.renew_plan_lock()
         if self._conn is None:  # lost already: a new session would not hold the lock
             return False
         try:
@@ -262,10 +242,9 @@ class LockedSampler(optuna.samplers.BaseSampler):
         return self._inner.sample_independent(study, trial, param_name, param_distribution)
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        # one read of the study per hold, which takes the lock: no other worker claims a
-        # configuration meanwhile
-        with trial_lease(storage_of(study), trial_id_of(trial)), self._plan_lock.held(lazy=True), read_study_once(study):
-            _test_pause_in_plan_lock(self._plan_lock)
+        # one read of the study per hold: no other worker claims a configuration meanwhile
+        with trial_lease(storage_of(study), trial_id_of(trial)), self._plan_lock.held(), read_study_once(study):
+            _test_pause_in_plan_lock()
             self._inner.before_trial(study, trial)
 
     def after_trial(self, study, trial, state, values):  # type: ignore[no-untyped-def]
@@ -282,13 +261,11 @@ def locked_sampler(
     return LockedSampler(sampler, PlanLock(storage, study_name))
 
 
-def _test_pause_in_plan_lock(lock: PlanLock) -> None:
+def _test_pause_in_plan_lock() -> None:
     """Test hook: sleep ``$CIQ_OPTUNA_TEST_PAUSE_IN_PLAN_LOCK`` seconds while holding the planning
-    lock (taken first), so that a test can SIGKILL a process at exactly that moment. Never set it
-    otherwise."""
+    lock, so that a test can SIGKILL a process at exactly that moment. Never set it otherwise."""
     raw = os.environ.get(TEST_PAUSE_ENV)
     if raw:
-        lock.take()
         print(f"test hook: pausing {raw} s inside the planning lock", file=sys.stderr, flush=True)
         time.sleep(float(raw))
 
