@@ -150,3 +150,22 @@ def test_pair_failure_risk_only_in_the_early_generations() -> None:
     assert sampler._n < 16 and sampler._fail_risk(risky)[0] > sampler._value_fail_risk(risky)[0]
     study.optimize(objective, n_trials=8, catch=(ValueError,))
     assert sampler._n >= 16 and sampler._fail_risk(risky)[0] == sampler._value_fail_risk(risky)[0]
+
+
+def test_spread_pick_keeps_bred_generation_zero_apart() -> None:
+    def spread(seed: int, g0x: bool) -> float:
+        def objective(trial: optuna.Trial) -> float:
+            x = [trial.suggest_int(k, 0, 9) for k in "abcde"]
+            if x[0] > 2:
+                raise ValueError("only a <= 2 runs")
+            return float(sum(x))
+
+        sampler = GeneticSampler(pool_size=20, seed=seed)
+        sampler._g0_breed, sampler._g0_spread = 0.25, g0x
+        study = optuna.create_study(sampler=sampler)
+        study.optimize(objective, n_trials=20, catch=(ValueError,))
+        rows = np.array([list(t.params.values()) for t in study.trials[5:] if t.state == TrialState.COMPLETE])
+        return float(np.mean([np.mean(a != b) for i, a in enumerate(rows) for b in rows[i + 1 :]]))
+
+    # the bred slots of generation 0 run the child farthest from the trials, not the likeliest best
+    assert np.mean([spread(s, True) for s in range(3)]) >= np.mean([spread(s, False) for s in range(3)]) + 0.05
