@@ -38,12 +38,34 @@ def goals(table: dict, optuna_table: dict) -> None:
             print(f"| {d} | best Optuna sampler | " + " | ".join(best) + " | |")
 
 
+def paired(rows: list[dict], base: str) -> None:
+    """Per sampler: the mean over seeds of its all-cell mean minus the base's on the same seed,
+    with its standard error (how far the seed sets alone move a difference)."""
+    from replay import best_curve, load_space, random_expectation
+
+    per: dict[tuple[str, int], list[float]] = {}
+    for r in rows:
+        sp = load_space(r["dataset"])
+        st = sp.sorted_times
+        curve = best_curve(r["results"], float(st[-1]))
+        for b in CELLS:
+            e = random_expectation(st, sp.cartesian, b)
+            per.setdefault((r["sampler"], r["seed"]), []).append((e - float(curve[min(b, len(curve)) - 1])) / (e - st[0]))
+    for s in sorted({k[0] for k in per} - {base}):
+        d = [np.mean(per[(s, seed)]) - np.mean(per[(base, seed)]) for (x, seed) in per if x == s and (base, seed) in per]
+        print(f"`{s}` - `{base}`: {np.mean(d):+.3f} +- {np.std(d, ddof=1) / np.sqrt(len(d)):.3f} (standard error, {len(d)} seeds)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="+", help="result files (FILE#a,b: only samplers a, b)")
     ap.add_argument("--base", default="genetic", help="the sampler the others are compared with")
     ap.add_argument("--optuna", help="with this results file of Optuna's samplers: the goals table instead")
+    ap.add_argument("--paired", action="store_true", help="per-seed differences to the base instead")
     args = ap.parse_args()
+    if args.paired:
+        paired(_load_rows(args.results), args.base)
+        return
     table = so_table(_load_rows(args.results), CELLS)
     if args.optuna:
         goals(table, so_table(_load_rows([args.optuna]), GOAL_CELLS))
