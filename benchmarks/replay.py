@@ -182,6 +182,9 @@ GENETIC_KNOBS = {
     "pw": "_pair_weight",
     "pf": "_pair_fail",
     "g0f": "_g0_safe",
+    "g0a": "_g0_every",
+    "g0x": "_g0_spread",
+    "pfg": "_pair_fail_gens",
 }
 
 

@@ -50,6 +50,8 @@ def test_breeding_starts_inside_generation_zero() -> None:
     assert not breeds_early(3, 20, 0.5, 5) and breeds_early(10, 20, 0.5, 2)
     assert not breeds_early(10, 20, 0.5, 1) and not breeds_early(25, 20, 0.5, 5)
     assert not breeds_early(10, 20, 0.0, 5) and not breeds_early(10, 20, 1.0, 5)
+    # every second slot from the first bred one (5 of 20): 5, 7, 9, ...; the others stay random
+    assert [n for n in range(20) if breeds_early(n, 20, 0.25, 5, every=2)] == list(range(5, 20, 2))
 
     def second_half_good(share: float) -> int:
         def objective(trial: optuna.Trial) -> float:
@@ -131,3 +133,39 @@ def test_safe_generation_zero_avoids_failing_values() -> None:
         return total
 
     assert failures(8) < 0.6 * failures(0)
+
+
+def test_pair_failure_risk_only_in_the_early_generations() -> None:
+    def objective(trial: optuna.Trial) -> float:
+        a, b = trial.suggest_int("a", 0, 3), trial.suggest_int("b", 0, 3)
+        if a == b:
+            raise ValueError("a pair that fails")
+        return float(a + b)
+
+    sampler = GeneticSampler(pool_size=8, seed=4)
+    sampler._pair_fail, sampler._pair_fail_gens = True, 2
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(objective, n_trials=12, catch=(ValueError,))
+    risky = sampler._encode({"a": 1, "b": 1})[None, :]
+    assert sampler._n < 16 and sampler._fail_risk(risky)[0] > sampler._value_fail_risk(risky)[0]
+    study.optimize(objective, n_trials=8, catch=(ValueError,))
+    assert sampler._n >= 16 and sampler._fail_risk(risky)[0] == sampler._value_fail_risk(risky)[0]
+
+
+def test_spread_pick_keeps_bred_generation_zero_apart() -> None:
+    def spread(seed: int, g0x: bool) -> float:
+        def objective(trial: optuna.Trial) -> float:
+            x = [trial.suggest_int(k, 0, 9) for k in "abcde"]
+            if x[0] > 2:
+                raise ValueError("only a <= 2 runs")
+            return float(sum(x))
+
+        sampler = GeneticSampler(pool_size=20, seed=seed)
+        sampler._g0_breed, sampler._g0_spread = 0.25, g0x
+        study = optuna.create_study(sampler=sampler)
+        study.optimize(objective, n_trials=20, catch=(ValueError,))
+        rows = np.array([list(t.params.values()) for t in study.trials[5:] if t.state == TrialState.COMPLETE])
+        return float(np.mean([np.mean(a != b) for i, a in enumerate(rows) for b in rows[i + 1 :]]))
+
+    # the bred slots of generation 0 run the child farthest from the trials, not the likeliest best
+    assert np.mean([spread(s, True) for s in range(3)]) >= np.mean([spread(s, False) for s in range(3)]) + 0.05

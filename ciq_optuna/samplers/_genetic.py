@@ -66,6 +66,7 @@ _KNN_TOP = 4
 _FAIL_WEIGHT = 0.0  # weight of the failure risk in the value-statistics score of "mix"
 _PAIR_WEIGHT = 0.0  # weight of the gene-pair interactions in the value statistics (_pairs.py; 0: off)
 _PAIR_FAIL = False  # failure risk also from the failure rates of gene-value pairs (_pairs.py)
+_PAIR_FAIL_GENS = 0  # with _PAIR_FAIL: only while fewer trials than this many generations finished (0: always)
 _MIX_GENS = 8  # "mix" while fewer trials than this many generations finished, then "knn"
 _KNN_CANDS = 16  # children compared by "knn" alone (its distances cost the most per candidate)
 _CHILD_BATCH = 512  # children bred at once per elite (drawn from by later trials while it holds)
@@ -95,6 +96,11 @@ _G0_SAFE = 0
 # generation 0 on, children of the complete trials (0: generation 0 is all design/random).
 _G0_SOBOL = False
 _G0_BREED = 0.0
+# Generation 0 from slot _G0_BREED * pool_size on: only every _G0_EVERY-th slot breeds, the others
+# stay random (coverage kept); _G0_SPREAD: a bred slot runs the child farthest from every
+# evaluated trial, failure risk weighed in (the restarts' explorer pick), not the most promising.
+_G0_EVERY = 1
+_G0_SPREAD = False
 # Local search: two-gene moves holding a one-gene move that failed are taken first (_repair.py);
 # 2: only those whose other one-gene move is complete.
 _LS_REPAIR = 1
@@ -260,6 +266,7 @@ class GeneticSampler(BaseGASampler):
         self._fail_weight = _FAIL_WEIGHT
         self._pair_weight = _PAIR_WEIGHT
         self._pair_fail = _PAIR_FAIL
+        self._pair_fail_gens = _PAIR_FAIL_GENS
         self._mix_gens = _MIX_GENS
         self._knn_cands = _KNN_CANDS
         self._child_batch = _CHILD_BATCH
@@ -278,6 +285,8 @@ class GeneticSampler(BaseGASampler):
         self._g0_safe = _G0_SAFE
         self._g0_sobol = _G0_SOBOL
         self._g0_breed = _G0_BREED
+        self._g0_every = _G0_EVERY
+        self._g0_spread = _G0_SPREAD
         self._ls_repair = _LS_REPAIR
         self._ls_window = _LS_WINDOW
         self._ls_two = _LS_TWO
@@ -860,7 +869,8 @@ class GeneticSampler(BaseGASampler):
         fixed_row = self._encode(fixed) if fixed else None
         fixed_cols = np.where(~np.isnan(fixed_row))[0] if fixed else []
         order = self._order()
-        evolve = (generation > 0 or breeds_early(number, pool_size, self._g0_breed, len(order))) and len(order) > 0
+        early = generation == 0 and breeds_early(number, pool_size, self._g0_breed, len(order), self._g0_every)
+        evolve = (generation > 0 or early) and len(order) > 0
         parents, explore, stalled, start = order, False, 0, None
         if evolve and not fixed:
             stalled, start = self._stagnation_at(generation, pool_size)
@@ -926,7 +936,7 @@ class GeneticSampler(BaseGASampler):
             i = self._first_pick(fresh, order)
         elif len(fresh) == 1 or not evolve:
             i = 0
-        elif explore:
+        elif explore or (early and self._g0_spread):
             i = self._explore_pick(fresh, order)
         else:
             i = self._pick(fresh, order)
@@ -1266,9 +1276,14 @@ class GeneticSampler(BaseGASampler):
         values such as too large blocks); the prior is the study's failure rate.  With
         ``_pair_fail``, also among its gene-value pairs (:meth:`ValueCounts.pair_risk`)."""
         risk = self._value_fail_risk(cands)
-        if self._pair_fail and self._n_failed:
+        if self._pair_fail and self._n_failed and self._pair_fail_now():
             risk = np.maximum(risk, self._failure_counts().pair_risk(cands, self._n_failed / self._n))
         return risk
+
+    def _pair_fail_now(self) -> bool:
+        """Whether the pair failure rates count now: always, or (``_pair_fail_gens``) while fewer
+        trials than that many generations finished (the early phase, where failures cost most)."""
+        return not self._pair_fail_gens or self._n < self._pair_fail_gens * (self.population_size or 1)
 
     def _failure_counts(self) -> ValueCounts:
         """Value and value-pair counts with the failed rows as the counted "good" ones, brought up

@@ -44,7 +44,14 @@ class SobolStart:
         return np.where(kind == 2, u, np.minimum(np.floor(u * nval), np.maximum(nval - 1, 0)))
 
 
-def breeds_early(number: int, pool_size: int, share: float, n_complete: int) -> bool:
+def breeds_early(number: int, pool_size: int, share: float, n_complete: int, every: int = 1) -> bool:
     """Whether trial ``number`` of generation 0 already breeds from the complete trials: from slot
-    ``share * pool_size`` on (``share`` 0 or at least 1: never), once two trials are complete."""
-    return 0.0 < share < 1.0 and number < pool_size and number >= share * pool_size and n_complete >= 2
+    ``share * pool_size`` on (``share`` 0 or at least 1: never), once two trials are complete;
+    of those slots only every ``every``-th (counted from the first), so the rest stay random."""
+    first = math.ceil(share * pool_size)
+    return (
+        0.0 < share < 1.0
+        and first <= number < pool_size
+        and (number - first) % max(1, every) == 0
+        and n_complete >= 2
+    )
