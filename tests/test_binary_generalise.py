@@ -66,7 +66,7 @@ def _toy(trial: optuna.Trial) -> float:
     return float((a - 5) ** 2) + 0 * c
 
 
-def test_queued_trials_are_predicted_and_compile_required_ones_compile() -> None:
+def test_queued_trials_are_predicted_and_compile_required_ones_are_not() -> None:
     study = optuna.create_study(sampler=GeneticSampler(seed=0, pool_size=8))
     study.enqueue_trial({"a": 1, "c": 0})
     study.enqueue_trial({"a": 1, "c": 1})  # c: 0 -> 1 inert
@@ -78,7 +78,8 @@ def test_queued_trials_are_predicted_and_compile_required_ones_compile() -> None
     assert t2.user_attrs["predicted_from"] == 0 and t2.user_attrs["predicted_binary"] == "bin-1"
     # a prediction is compiled as a check at random: both outcomes are recorded on the trial
     assert t2.user_attrs.get("skipped_compile") == t2.user_attrs["skip_compile"]
-    assert t3.user_attrs["predicted_binary"] == "bin-1"
+    # compile_required: the sampler announces no prediction, the trial compiles
+    assert "predicted_binary" not in t3.user_attrs and "skip_compile" not in t3.user_attrs
     assert t3.user_attrs["binary_hash"] == "bin-1" and not t3.user_attrs.get("skipped_compile")
 
 
@@ -93,6 +94,7 @@ def test_compile_objective_compiles_a_required_trial_whatever_the_prediction(tmp
         trials=3,
         seed=0,
         storage=f"sqlite:///{tmp_path / 's.db'}",
+        acf=tmp_path / "best.acf",
         workdir=tmp_path / "w",
         progress=False,
         simplify=False,
@@ -126,3 +128,35 @@ def test_skipped_trials_teach_which_genes_the_objective_asks_for() -> None:
     m.add_shape(np.array([1.0, 0.0, np.nan]))  # trials that skipped their compile: gene 0 = 1,
     m.add_shape(np.array([1.0, 1.0, np.nan]))  # and gene 2 not asked for
     np.testing.assert_array_equal(m.project(plan), [[1.0, 0.0, np.nan]])
+
+
+@pytest.mark.skipif(not PTXAS_13_0.exists(), reason="needs CUDA 13.0's ptxas")
+def test_simplification_attempts_are_predicted_and_the_acf_comes_from_a_compiled_trial(tmp_path: Path) -> None:
+    from ciq_optuna.tune import TuneConfig, tune
+
+    result = tune(
+        TuneConfig(
+            kernel=STENCIL,
+            arch="sm_90a",
+            minimize=["registers"],
+            trials=40,
+            seed=2,
+            storage=f"sqlite:///{tmp_path / 's.db'}",
+            acf=tmp_path / "best.acf",
+            workdir=tmp_path / "w",
+            progress=False,
+        )
+    )
+    trials = result.study.get_trials(deepcopy=False)
+    simplified = [t for t in trials if "simplified_from" in t.user_attrs]
+    skipped = [t for t in simplified if t.user_attrs.get("skipped_compile")]
+    assert skipped, "no simplification attempt was predicted"
+    assert all("predicted_from" in t.user_attrs and "binary_hash" not in t.user_attrs for t in skipped)
+    for t in trials:
+        if t.user_attrs.get("screening") or "confirms" in t.user_attrs:
+            assert "binary_hash" in t.user_attrs and not t.user_attrs.get("skipped_compile")
+    best = result.best[0]
+    assert "binary_hash" in best.user_attrs and not best.user_attrs.get("skipped_compile")
+    # the simplest trial as good as the winner is compiled: itself, or its confirmation
+    simplest = min((t for t in trials if t.value == best.value), key=lambda t: len(t.user_attrs["flags"]))
+    assert len(best.user_attrs["flags"]) == len(simplest.user_attrs["flags"])
