@@ -297,6 +297,8 @@ class GeneticSampler(BaseGASampler):
         # binary-aware: queued trials (enqueue_trial: fixed values) are predicted too, so an objective
         # may skip their compile (it compiles those marked compile_required)
         self._predict_fixed = True
+        # binary-aware: trials that skipped their compile teach which genes the objective asks for
+        self._learn_shapes = True
         self._lock = threading.RLock()
         self._plans: dict[int, dict[str, Any] | _Exhausted] = {}
         self._reset(None)
@@ -466,7 +468,7 @@ class GeneticSampler(BaseGASampler):
         """Binary evidence of a finished trial (the hook a compile objective fills)."""
         attrs = t.user_attrs
         binary = attrs.get(self._binary_attr)
-        if t.state == TrialState.COMPLETE and attrs.get("skipped_compile") and self._binaries.active:
+        if self._learn_shapes and t.state == TrialState.COMPLETE and attrs.get("skipped_compile") and self._binaries.active:
             self._binaries.add_shape(self._x[self._n - 1, : len(self._names)])  # which genes it asked for
         if t.state != TrialState.COMPLETE or not isinstance(binary, str) or attrs.get("skipped_compile"):
             return
