@@ -9,7 +9,7 @@ import numpy as np
 import optuna
 import pytest
 
-from ciq_optuna.samplers import GeneticSampler, _binaries
+from ciq_optuna.samplers import GeneticSampler, _binaries, _genetic
 from ciq_optuna.samplers._binaries import BinaryModel
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -66,7 +66,10 @@ def _toy(trial: optuna.Trial) -> float:
     return float((a - 5) ** 2) + 0 * c
 
 
-def test_queued_trials_are_predicted_and_compile_required_ones_are_not() -> None:
+def test_queued_trials_are_predicted_and_compile_required_ones_are_not(
+    monkeypatch: pytest.MonkeyPatch, first_pair: None
+) -> None:
+    monkeypatch.setattr(_genetic, "_PREDICT_FIXED", True)
     study = optuna.create_study(sampler=GeneticSampler(seed=0, pool_size=8))
     study.enqueue_trial({"a": 1, "c": 0})
     study.enqueue_trial({"a": 1, "c": 1})  # c: 0 -> 1 inert
@@ -131,8 +134,13 @@ def test_skipped_trials_teach_which_genes_the_objective_asks_for() -> None:
 
 
 @pytest.mark.skipif(not PTXAS_13_0.exists(), reason="needs CUDA 13.0's ptxas")
-def test_simplification_attempts_are_predicted_and_the_acf_comes_from_a_compiled_trial(tmp_path: Path) -> None:
+def test_simplification_attempts_are_predicted_and_the_acf_comes_from_a_compiled_trial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_pair: None
+) -> None:
     from ciq_optuna.tune import TuneConfig, tune
+
+    monkeypatch.setattr(_genetic, "_PREDICT_FIXED", True)
+    monkeypatch.setattr(_genetic, "_LEARN_SHAPES", True)
 
     result = tune(
         TuneConfig(

@@ -42,7 +42,8 @@ _SAME_MAX_GENES = 4
 # Distinct inert value changes of an unordered gene before it counts as inert as a whole.
 _WHOLE_MIN_PAIRS = 2
 # Any gene with one inert change, none that mattered and no failed check is inert as a whole.
-_FIRST_PAIR = True
+# Off: measured on held-out tunes, not adopted (BENCHMARKS.md).
+_FIRST_PAIR = False
 # Doubt of a prediction that changes two genes never seen changed together in an inert pair
 # (each inert alone, the two may interact).
 _APART = 2

@@ -107,6 +107,12 @@ _CHECK_RATE = 0.1
 _UNTESTED_CHECK_RATE = 0.25
 # User attribute of a queued trial that compiles whatever is predicted: no prediction is announced.
 _COMPILE_REQUIRED = "compile_required"
+# Binary-aware: queued trials (enqueue_trial: fixed values) are predicted too, so an objective may
+# skip their compile (not those marked compile_required); and trials that skipped their compile
+# teach which genes the objective asks for.  Both off: measured on held-out tunes, not adopted
+# (BENCHMARKS.md, "Compile skips: generalised inertness and predicted simplification").
+_PREDICT_FIXED = False
+_LEARN_SHAPES = False
 
 
 class _Exhausted:
@@ -197,8 +203,8 @@ class GeneticSampler(BaseGASampler):
     checks; a check that gives another binary splits the changes involved).  Candidates are also
     compared as the compile objective will see them (genes that conditions learnt from the
     compiled trials leave unused dropped), so a plan that only differs in unused genes is not
-    proposed again.  Queued trials (``enqueue_trial``) are predicted the same way, except those
-    queued with the user attribute ``compile_required`` (they compile whatever is predicted).
+    proposed again.  With ``_PREDICT_FIXED`` (off) queued trials (``enqueue_trial``) are
+    predicted the same way, except those queued with the user attribute ``compile_required``.
     An objective that honours ``skip_compile`` returns trial ``predicted_from``'s values without
     compiling and sets ``skipped_compile`` (such trials are not used as evidence).  Studies
     without the attribute behave exactly as before.
@@ -294,11 +300,8 @@ class GeneticSampler(BaseGASampler):
         # binary-aware: plans carry the genes a move switches on (_complete), and local moves are
         # compared with the study as the objective runs them; off: measured, not adopted (BENCHMARKS.md)
         self._complete_plans = False
-        # binary-aware: queued trials (enqueue_trial: fixed values) are predicted too, so an objective
-        # may skip their compile (it compiles those marked compile_required)
-        self._predict_fixed = True
-        # binary-aware: trials that skipped their compile teach which genes the objective asks for
-        self._learn_shapes = True
+        self._predict_fixed = _PREDICT_FIXED
+        self._learn_shapes = _LEARN_SHAPES
         self._lock = threading.RLock()
         self._plans: dict[int, dict[str, Any] | _Exhausted] = {}
         self._reset(None)
