@@ -108,10 +108,10 @@ _UNTESTED_CHECK_RATE = 0.25
 # User attribute of a queued trial that compiles whatever is predicted: no prediction is announced.
 _COMPILE_REQUIRED = "compile_required"
 # Binary-aware: queued trials (enqueue_trial: fixed values) are predicted too, so an objective may
-# skip their compile (not those marked compile_required); and trials that skipped their compile
-# teach which genes the objective asks for.  Both off: measured on held-out tunes, not adopted
-# (BENCHMARKS.md, "Compile skips: generalised inertness and predicted simplification").
-_PREDICT_FIXED = False
+# skip their compile (not those marked compile_required): adopted on held-out tunes (the winner's
+# simplification attempts, BENCHMARKS.md).  Trials that skipped their compile teach which genes
+# the objective asks for: off (measured with the generalisation from one inert change, not adopted).
+_PREDICT_FIXED = True
 _LEARN_SHAPES = False
 
 
@@ -203,8 +203,8 @@ class GeneticSampler(BaseGASampler):
     checks; a check that gives another binary splits the changes involved).  Candidates are also
     compared as the compile objective will see them (genes that conditions learnt from the
     compiled trials leave unused dropped), so a plan that only differs in unused genes is not
-    proposed again.  With ``_PREDICT_FIXED`` (off) queued trials (``enqueue_trial``) are
-    predicted the same way, except those queued with the user attribute ``compile_required``.
+    proposed again.  Queued trials (``enqueue_trial``) are predicted the same way, except those
+    queued with the user attribute ``compile_required``.
     An objective that honours ``skip_compile`` returns trial ``predicted_from``'s values without
     compiling and sets ``skipped_compile`` (such trials are not used as evidence).  Studies
     without the attribute behave exactly as before.
