@@ -196,12 +196,15 @@ def run_table(
     log = compile_log(folder / "wrapper")
     study = result.study
     trials_run = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
-    # compile 0 is tune's baseline check; the last one writes the ACF's plain (no -v) cubin hash
+    # compile 0 is tune's baseline check; the last one writes the ACF's plain (no -v) cubin hash;
+    # a trial whose compile was skipped on a predicted binary runs no compile
+    trials_run = [t for t in trials_run if not t.user_attrs.get("skipped_compile")]
     if len(log) != len(trials_run) + 2:
         raise RuntimeError(f"{len(log)} compiles for {len(trials_run)} trials: cannot match faults to trials")
+    compile_of = {t.number: i + 1 for i, t in enumerate(trials_run)}  # compile 0 is the baseline check
     rows: dict[str, dict] = {}
     for t in trials_run:
-        fault = log[t.number + 1]  # compile 0 is tune's baseline check
+        fault = log[compile_of[t.number]]
         row = rows.setdefault(fault, {"injected": 0, "failed": 0, "completed": 0, "error": "", "trials": []})
         row["injected"] += 1
         row["trials"].append(t.number)
@@ -210,12 +213,12 @@ def run_table(
         if t.state == optuna.trial.TrialState.FAIL and not row["error"]:
             row["error"] = t.user_attrs.get("error", "")
     best = result.best[0]
-    healthy = [t.value for t in trials_run if log[t.number + 1] == "healthy" and t.value is not None]
+    healthy = [t.value for t in trials_run if log[compile_of[t.number]] == "healthy" and t.value is not None]
     return {
         "rows": rows,
         "best_trial": best.number,
         "best_value": best.value,
-        "best_fault": log[best.number + 1],
+        "best_fault": log[compile_of[best.number]],
         "best_flags": best.user_attrs.get("flags", []),
         "healthy_best": min(healthy),
         "acf": result.acf_paths,

@@ -5,7 +5,10 @@ operator, ``--optimize-float-atomics``...) but can change the code's behaviour e
 the search, each passed control of the best configuration is set back to its default, one at a
 time (last control first); the candidate is evaluated as a real trial of the study, and the
 change is kept when the objective is no worse and no secondary metric (spill bytes, stack,
-registers: ``objectives.metrics.SECONDARY_ORDER``) gets worse unless the objective improves. Among equally
+registers: ``objectives.metrics.SECONDARY_ORDER``) gets worse unless the objective improves.
+A binary-aware sampler may predict an attempt's binary, and its compile is then skipped; when the
+simplest trial is such a skip, its configuration is compiled once more (``confirms``), so the ACF
+comes from a compiled trial. Among equally
 good trials the first by the secondary order becomes the ACF, so the ACF carries only controls
 that earn their place.
 
@@ -22,12 +25,13 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ciq_optuna.objectives.compile import CompileObjective, TrialFailed
+from ciq_optuna.objectives.compile import COMPILE_REQUIRED, CompileObjective, TrialFailed
 from ciq_optuna.objectives.metrics import SECONDARY_ORDER
 from ciq_optuna.space.compiler_space import CompilerSpace
 from ciq_optuna.study.metadata import run_queued
 
 SIMPLIFY_ATTR = "simplified_from"
+CONFIRM_ATTR = "confirms"
 
 
 def without(space: CompilerSpace, config: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -66,7 +70,24 @@ def simplify(study: optuna.Study, objective: CompileObjective, best: FrozenTrial
     if len(study.directions) != 1 or best.value is None:
         return best
     direction = study.direction
-    return _greedy(study, objective, best, lambda t, cur: _acceptable(t, cur, direction))
+    simplest = _greedy(study, objective, best, lambda t, cur: _acceptable(t, cur, direction))
+    if simplest.user_attrs.get("skipped_compile"):
+        simplest = _confirm(study, objective, simplest, lambda t, cur: _acceptable(t, cur, direction))
+    return simplest
+
+
+def _confirm(study: optuna.Study, objective: CompileObjective, skipped: FrozenTrial, keep: Any) -> FrozenTrial:
+    """Compile the configuration of ``skipped`` (a simplification whose compile was skipped on a
+    predicted binary) as one more trial (user attributes ``confirms`` and ``compile_required``),
+    so the ACF is written from a compiled, measured trial; returns it when ``keep`` accepts it
+    against ``skipped`` (the prediction held), else ``skipped``, which the ACF then passes over
+    for a compiled trial of the same value (``summary.best_trials``)."""
+    attrs = {SIMPLIFY_ATTR: skipped.user_attrs.get(SIMPLIFY_ATTR), CONFIRM_ATTR: skipped.number, COMPILE_REQUIRED: True}
+    study.enqueue_trial(dict(skipped.params), user_attrs=attrs, skip_if_exists=False)
+    ran = run_queued(study, objective, 1, catch=(TrialFailed,))
+    if ran and ran[0].state == TrialState.COMPLETE and keep(ran[0], skipped):
+        return ran[0]
+    return skipped
 
 
 def simplify_identical(study: optuna.Study, objective: CompileObjective, point: FrozenTrial) -> FrozenTrial:
@@ -80,14 +101,18 @@ def simplify_identical(study: optuna.Study, objective: CompileObjective, point: 
     if not want:
         return point
     while True:  # until a whole pass drops nothing: then every flag left changes the code
-        simpler = _greedy(study, objective, point, lambda t, cur: t.user_attrs.get("binary_hash") == want)
+        simpler = _greedy(study, objective, point, lambda t, cur: t.user_attrs.get("binary_hash") == want, True)
         if simpler.number == point.number:
             return point
         point = simpler
 
 
-def _greedy(study: optuna.Study, objective: CompileObjective, start: FrozenTrial, keep: Any) -> FrozenTrial:
-    """Try each passed control of ``start`` at its default (last first); keep the change when ``keep``."""
+def _greedy(
+    study: optuna.Study, objective: CompileObjective, start: FrozenTrial, keep: Any, required: bool = False
+) -> FrozenTrial:
+    """Try each passed control of ``start`` at its default (last first); keep the change when ``keep``.
+    ``required``: every attempt compiles (``compile_required``), else a sampler's prediction may
+    skip its compile."""
     current = start
     known = {_key(t.params): t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))}
     app = {
@@ -108,7 +133,8 @@ def _greedy(study: optuna.Study, objective: CompileObjective, start: FrozenTrial
                 params.update(other.params_from_config(other_config))
             candidate = known.get(_key(params))
             if candidate is None:
-                study.enqueue_trial(params, user_attrs={SIMPLIFY_ATTR: current.number}, skip_if_exists=False)
+                attrs = {SIMPLIFY_ATTR: current.number, **({COMPILE_REQUIRED: True} if required else {})}
+                study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
                 ran = run_queued(study, objective, 1, catch=(TrialFailed,))
                 if not ran:
                     break

@@ -31,7 +31,7 @@ from ciq_optuna.compilers.triton import is_triton_ref
 from ciq_optuna.errors import CiqError, Interrupted
 from ciq_optuna.extremes import extreme_seeds, push_extremes
 from ciq_optuna.objectives.command import CommandMeasure
-from ciq_optuna.objectives.compile import CompileObjective, Measure, TrialFailed
+from ciq_optuna.objectives.compile import COMPILE_REQUIRED, CompileObjective, Measure, TrialFailed
 from ciq_optuna.objectives.metrics import COMPILE_METRICS, check_metric_names, compile_metrics
 from ciq_optuna.objectives.triton import RUNTIME_METRICS
 from ciq_optuna.objectives.work_saved import record_work_saved
@@ -547,6 +547,12 @@ def _run_baseline(
     return bool(ran)
 
 
+#: Screening trials always compile (``compile_required``): one control changed from the defaults
+#: is the cleanest evidence of which controls change this kernel's binary; a screening trial
+#: skipped on a prediction would give none.
+SCREENING_COMPILED = True
+
+
 def _run_screening(
     study: optuna.Study,
     objective: CompileObjective,
@@ -558,7 +564,8 @@ def _run_screening(
     """Evaluate up to ``count`` one-control changes of the baseline first (``-O1`` alone, ...).
 
     A search's first generation is random and rarely passes a single control; these candidates
-    join generation 0 so that the most common single-flag wins are always seen. They run one at a
+    join generation 0 so that the most common single-flag wins are always seen.  They compile
+    whatever a binary-aware sampler predicts (:data:`SCREENING_COMPILED`). They run one at a
     time, like the baseline (queued trials race when several threads pick them up). Only on a
     study that has not started its search (the baseline and warm-start seeds are not the search:
     after a warm start the screening still runs, without the configurations already tried).
@@ -575,7 +582,8 @@ def _run_screening(
                 params.update(other.params_from_config(config if other is space else other.baseline()))
             if tuple(sorted(params.items())) not in seen:
                 candidates.append(params)
-    return _run_enqueued(study, objective, budget, in_flight, progress, candidates[:count], "screening")
+    required = (COMPILE_REQUIRED,) if SCREENING_COMPILED else ()
+    return _run_enqueued(study, objective, budget, in_flight, progress, candidates[:count], "screening", required)
 
 
 def _run_seeds(
@@ -611,10 +619,12 @@ def _run_enqueued(
     progress: _Progress | None,
     chosen: list[dict[str, Any]],
     mark: str,
+    also: tuple[str, ...] = (),
 ) -> int:
-    """Enqueue ``chosen`` (each trial marked with the user attribute ``mark``) and run them one at a time."""
+    """Enqueue ``chosen`` (each trial marked with the user attribute ``mark`` and those in
+    ``also``) and run them one at a time."""
     for params in chosen:
-        study.enqueue_trial(params, user_attrs={mark: True})
+        study.enqueue_trial(params, user_attrs={m: True for m in (mark, *also)})
     if not chosen:
         return 0
     tracked = _tracked(gated_objective(study, objective, budget), in_flight, progress)

@@ -20,12 +20,19 @@ STENCIL = ROOT / "examples" / "stencil" / "stencil.sm_90a.ptx"
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
+@pytest.fixture
+def values_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Generalisation from a single inert change off: these tests follow value classes and
+    contexts learnt from several changes (``_binaries._FIRST_PAIR``)."""
+    monkeypatch.setattr(_binaries, "_FIRST_PAIR", False)
+
+
 def _predict(m: BinaryModel, rows: list[list[float]]) -> list[tuple[str, int] | None]:
     """(binary, source trial) per row, without the "untested" flag."""
     return [p[:2] if p else None for p in m.predict(np.array(rows))]
 
 
-def test_inert_changes_are_learnt_and_a_change_that_matters_splits_them() -> None:
+def test_inert_changes_are_learnt_and_a_change_that_matters_splits_them(values_only: None) -> None:
     m = BinaryModel()
     m.add(np.array([0.0, 0.0]), "A", 0)
     m.add(np.array([0.0, 1.0]), "A", 1)  # gene 1: 0 -> 1 inert
@@ -50,7 +57,7 @@ def test_a_wrong_prediction_stops_the_prediction() -> None:
     assert _predict(m, [[0.0, 1.0, 1.0]])[0] == ("X", 3)
 
 
-def test_a_gene_inert_as_a_whole_is_learnt_and_a_wrong_check_gives_it_a_context() -> None:
+def test_a_gene_inert_as_a_whole_is_learnt_and_a_wrong_check_gives_it_a_context(values_only: None) -> None:
     m = BinaryModel()  # gene 0: context (0/1), gene 1: four choices, gene 2: another control
     m.add(np.array([0.0, 0.0, 0.0]), "A", 0)
     m.add(np.array([0.0, 1.0, 0.0]), "A", 1)
@@ -76,7 +83,7 @@ def test_ordered_genes_form_interval_classes() -> None:
     assert _predict(m, [[5.0, 0.0], [9.0, 0.0], [0.0, 0.0]]) == [("A", 0), None, None]
 
 
-def test_plans_are_projected_on_learnt_conditions_and_blamed_genes_raise_the_doubt() -> None:
+def test_plans_are_projected_on_learnt_conditions_and_blamed_genes_raise_the_doubt(values_only: None) -> None:
     m = BinaryModel()  # gene 2 is not suggested where gene 0 is 0 (as a level at -O0)
     m.add(np.array([0.0, 0.0, np.nan]), "A", 0)
     m.add(np.array([1.0, 0.0, 0.0]), "B", 1)
@@ -229,8 +236,9 @@ def test_plain_studies_behave_as_before() -> None:
     assert params[0] == params[1]
 
 
-def test_predicted_repeats_are_announced_and_not_compiled() -> None:
-    """A toy compiler: gene c never changes the binary, gene b only when a >= 4."""
+def test_predicted_repeats_are_announced_and_not_compiled(values_only: None) -> None:
+    """A toy compiler: gene c never changes the binary, gene b only when a >= 4 (generalisation
+    from a single inert change off: it predicts b inert at a >= 4 from one change at a < 4)."""
 
     def binary(p: dict) -> str:
         return f"{p['a']}-{p['b'] if p['a'] >= 4 else '-'}"

@@ -9,8 +9,9 @@ Binary-aware sampling (the hook): a sampler that predicts a candidate can only g
 study already compiled sets the trial's user attributes ``predicted_binary``, ``predicted_from``
 (a trial number) and ``skip_compile``; the objective then neither compiles nor measures, records
 ``skipped_compile`` and returns the values of trial ``predicted_from``.  Without ``skip_compile``
-(a rare check of a prediction) it compiles and records whether the prediction held
-(``prediction_ok``).  The GeneticSampler learns its predictions from ``binary_hash``.  A trial
+(a rare check of a prediction), or on a trial queued with the user attribute
+``compile_required`` (one whose binary hash is needed), it compiles and records whether the
+prediction held (``prediction_ok``).  The GeneticSampler learns its predictions from ``binary_hash``.  A trial
 whose configuration (every parameter) an earlier complete trial compiled already, whatever
 proposed it (a move that switched a control on, a queued trial, another sampler), is not
 compiled again either: it records ``repeat_of`` with ``predicted_from`` and ``skipped_compile``
@@ -37,6 +38,11 @@ from ciq_optuna.objectives.finished import BinaryCache, CompiledParams
 from ciq_optuna.objectives.metrics import COMPILE_METRICS, compile_metrics, missing_metric_reason
 from ciq_optuna.space.search import Candidate, SearchSpace
 from ciq_optuna.study._optuna import trials_of_this_trial
+
+#: User attribute of a queued trial that must compile whatever the sampler predicts (its binary
+#: hash is needed: a simplification judged by binary identity, or the confirmation of a winner
+#: whose compile was skipped).
+COMPILE_REQUIRED = "compile_required"
 
 Measure = Callable[[Path, Candidate], "Mapping[str, float] | float"]
 """A measurement of a compiled binary: ``measure(cubin_path, candidate) -> {metric: value}`` (or one number)."""
@@ -107,7 +113,7 @@ class CompileObjective:
         trial.set_user_attr("flags", self.command_flags(candidate))
         trial.set_user_attr("compiler_version", self.compiler.info.version)
         reused = self._predicted_values(trial)
-        if reused is None and "predicted_binary" not in trial.user_attrs:
+        if reused is None and "predicted_binary" not in trial.user_attrs and not trial.user_attrs.get(COMPILE_REQUIRED):
             reused = self._repeated_values(trial)
         if reused is not None:
             return reused
@@ -169,7 +175,7 @@ class CompileObjective:
         """The values of the trial whose binary the sampler predicted for this one, when it asked
         to skip the compile and that trial did compile to the predicted binary; else None."""
         attrs = trial.user_attrs
-        if not attrs.get("skip_compile"):
+        if not attrs.get("skip_compile") or attrs.get(COMPILE_REQUIRED):
             return None
         number = attrs.get("predicted_from")
         trials = trials_of_this_trial(trial.study)  # by number: no scan of the study

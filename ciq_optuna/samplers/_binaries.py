@@ -14,7 +14,10 @@ predicted to compile to the same binary:
   setting of its switches (a change that mattered there splits its two values off their class).
 - *Whole genes*: an unordered gene with at least ``_WHOLE_MIN_PAIRS`` distinct inert changes and
   none that mattered is inert as a whole: every value, seen or not, is one class (the controls
-  that do nothing for this kernel stop multiplying the configurations).  When changes of it
+  that do nothing for this kernel stop multiplying the configurations).  With ``_FIRST_PAIR``,
+  one inert change is enough, for ordered genes too, as long as no change of the gene mattered
+  and no failed check blamed it: a value never tried is predicted inert (with doubt, so a share
+  of those predictions is compiled as checks, and the first wrong one ends the generalisation).  When changes of it
   mattered too, among values also seen inert, the gene is inert as a whole only where one other
   gene (its *context*) takes the settings of the inert pairs and none of those that mattered;
   if no single gene separates them, only the value classes remain.
@@ -38,6 +41,9 @@ from ciq_optuna.samplers._neighbours import Neighbours, mixed
 _SAME_MAX_GENES = 4
 # Distinct inert value changes of an unordered gene before it counts as inert as a whole.
 _WHOLE_MIN_PAIRS = 2
+# Any gene with one inert change, none that mattered and no failed check is inert as a whole.
+# Off: measured on held-out tunes, not adopted (BENCHMARKS.md).
+_FIRST_PAIR = False
 # Doubt of a prediction that changes two genes never seen changed together in an inert pair
 # (each inert alone, the two may interact).
 _APART = 2
@@ -85,6 +91,10 @@ class BinaryModel:
         self._groups: dict[tuple, _Group] = {}
         self._contexts: dict[int, _Context] = {}
         self._presence = _Presence()
+        # compiled and skipped trials' configurations: what the presence conditions learn from
+        self._shapes = np.full((64, 8), -1.0)
+        self._n_shapes = 0
+        self._shape_width = 0
         self._near = Neighbours()
 
     @property
@@ -142,7 +152,7 @@ class BinaryModel:
         if width > self._width:
             self._width = width
             self._stale = True  # a gene no trial had before: its column joins every context
-            self._presence = _Presence()
+        self._shape(row, width)
         self._rows[k] = row
         self._hid[k] = h
         self._hash.append(h)
@@ -150,6 +160,27 @@ class BinaryModel:
         self._number.append(number)
         self._src.append(-1 if src is None else src)
         self._by_number.setdefault(number, k)
+
+    def add_shape(self, codes: np.ndarray) -> None:
+        """Record the configuration of a trial that skipped its compile: no binary, but the
+        parameters the objective asked for, so the conditions that decide which genes are
+        suggested (:meth:`project`) are learnt from it too (else a plan that differs from it
+        only in a gene the objective would not ask for looks new, and runs it again)."""
+        row = self._fill(codes)
+        self._shape(row, int(np.max(np.nonzero(row >= 0)[0], initial=-1)) + 1)
+
+    def _shape(self, row: np.ndarray, width: int) -> None:
+        """Append ``row`` (filled) to the configurations the presence conditions are learnt from."""
+        k = self._n_shapes
+        if k == len(self._shapes) or self._shapes.shape[1] < len(row):
+            grown = np.full((max(2 * k, 64), max(len(row), self._shapes.shape[1])), -1.0)
+            grown[:k, : self._shapes.shape[1]] = self._shapes[:k]
+            self._shapes = grown
+        if width > self._shape_width:
+            self._shape_width = width
+            self._presence = _Presence()
+        self._shapes[k, : len(row)] = row
+        self._n_shapes = k + 1
 
     def _absorb(self) -> None:
         """Derive the evidence of the trials added since the last call, against every earlier
@@ -354,7 +385,8 @@ class BinaryModel:
     ) -> bool:
         """Whether ``row``'s context is new to gene ``j`` (whose change from ``src`` is predicted
         inert): another gene takes a (canonical) setting never seen in ``j``'s inert pairs (for an
-        ordered gene: outside their range).  ``mine``: ``row``'s canonical settings if known;
+        ordered gene: outside their range), or gene ``j`` takes a value never seen in its inert
+        pairs where it is inert as a whole from a single inert change (``_FIRST_PAIR``).  ``mine``: ``row``'s canonical settings if known;
         ``ordered``: which genes are ordered, if known (the model is then up to date)."""
         if ordered is None:
             self._refresh()
@@ -362,6 +394,10 @@ class BinaryModel:
         context = self._context(j)
         if context is None:
             return True
+        rule, gene = self._rules.get(j), self._genes.get(j)
+        if rule is not None and rule.whole is not None and float(row[j]) not in gene.seen:
+            if ordered[j] or len(gene.same_pairs) < _WHOLE_MIN_PAIRS:  # generalised from one change
+                return True
         if mine is None:
             mine = self._canonical(row[None, :])[0]
         width = len(context.values)
@@ -393,7 +429,7 @@ class BinaryModel:
         suggested there (a parameter whose condition depends on one or two others, e.g. a
         register-usage level not offered at ``-O0``), so a planned configuration is compared as
         the objective will see it."""
-        self._presence.conditions(self._rows, len(self._hash), self._width)
+        self._presence.conditions(self._shapes, self._n_shapes, self._shape_width)
         conditions = self._presence.absent_where()
         if not conditions:
             return rows
@@ -591,6 +627,8 @@ class _Gene:
         """Where gene ``j`` is inert as a whole: (-1, ...) everywhere, (q, settings, interval)
         where gene q takes one of ``settings`` (or lies within their range when ``interval``);
         None: nowhere."""
+        if _FIRST_PAIR and self.same_pairs and not self.diff_pairs and not model._failed.get(j):
+            return -1, np.empty(0), False
         if model._is_ordered(j) or len(self.same_pairs) < _WHOLE_MIN_PAIRS:
             return None
         if not self.diff_pairs:

@@ -114,6 +114,14 @@ _LS_TWO = 0.5
 _CHECK_RATE = 0.1
 # ... and of those that stretch an inertness to a context not seen yet (BinaryModel.predict).
 _UNTESTED_CHECK_RATE = 0.25
+# User attribute of a queued trial that compiles whatever is predicted: no prediction is announced.
+_COMPILE_REQUIRED = "compile_required"
+# Binary-aware: queued trials (enqueue_trial: fixed values) are predicted too, so an objective may
+# skip their compile (not those marked compile_required): adopted on held-out tunes (the winner's
+# simplification attempts, BENCHMARKS.md).  Trials that skipped their compile teach which genes
+# the objective asks for: off (measured with the generalisation from one inert change, not adopted).
+_PREDICT_FIXED = True
+_LEARN_SHAPES = False
 
 
 class _Exhausted:
@@ -204,7 +212,8 @@ class GeneticSampler(BaseGASampler):
     checks; a check that gives another binary splits the changes involved).  Candidates are also
     compared as the compile objective will see them (genes that conditions learnt from the
     compiled trials leave unused dropped), so a plan that only differs in unused genes is not
-    proposed again.
+    proposed again.  Queued trials (``enqueue_trial``) are predicted the same way, except those
+    queued with the user attribute ``compile_required``.
     An objective that honours ``skip_compile`` returns trial ``predicted_from``'s values without
     compiling and sets ``skipped_compile`` (such trials are not used as evidence).  Studies
     without the attribute behave exactly as before.
@@ -303,6 +312,8 @@ class GeneticSampler(BaseGASampler):
         # binary-aware: plans carry the genes a move switches on (_complete), and local moves are
         # compared with the study as the objective runs them; off: measured, not adopted (BENCHMARKS.md)
         self._complete_plans = False
+        self._predict_fixed = _PREDICT_FIXED
+        self._learn_shapes = _LEARN_SHAPES
         self._lock = threading.RLock()
         self._plans: dict[int, dict[str, Any] | _Exhausted] = {}
         self._reset(None)
@@ -472,6 +483,8 @@ class GeneticSampler(BaseGASampler):
         """Binary evidence of a finished trial (the hook a compile objective fills)."""
         attrs = t.user_attrs
         binary = attrs.get(self._binary_attr)
+        if self._learn_shapes and t.state == TrialState.COMPLETE and attrs.get("skipped_compile") and self._binaries.active:
+            self._binaries.add_shape(self._x[self._n - 1, : len(self._names)])  # which genes it asked for
         if t.state != TrialState.COMPLETE or not isinstance(binary, str) or attrs.get("skipped_compile"):
             return
         row = self._x[self._n - 1, : len(self._names)]
@@ -784,7 +797,7 @@ class GeneticSampler(BaseGASampler):
                     break
                 for other in claims:  # plan again, avoiding every configuration claimed by now
                     taken.running.update(_keys(self._project(self._encode(other)[None, :])))
-            if prediction is not None:
+            if prediction is not None and not trial.user_attrs.get(_COMPILE_REQUIRED):
                 self._announce(study, trial, prediction)
 
     def _announce(self, study: Study, trial: FrozenTrial, prediction: tuple[str, int, int]) -> None:
@@ -927,10 +940,10 @@ class GeneticSampler(BaseGASampler):
             return self._enumerate(taken), None
         fresh = pool[0] if len(pool) == 1 else np.concatenate(pool)
         predicted: list[tuple[str, int, int] | None] = [None] * len(fresh)
-        if self._binaries.active and not fixed:
+        if self._binaries.active and (not fixed or self._predict_fixed):
             predicted = self._binaries.predict(fresh)
             new = [i for i, p in enumerate(predicted) if p is None]
-            if self._avoid_repeats and 0 < len(new) < len(fresh):  # spend the trial on a new binary
+            if self._avoid_repeats and not fixed and 0 < len(new) < len(fresh):  # spend the trial on a new binary
                 fresh, predicted = fresh[new], [None] * len(new)
         if not evolve and len(fresh) > 1 and not fixed and (self._g0_fill or self._g0_guide or self._g0_safe):
             i = self._first_pick(fresh, order)
