@@ -122,10 +122,11 @@ class CompileObjective:
             trial.set_user_attr("error", result.error)
             raise TrialFailed(result.error)
         kept = self.binary_path(result.code_hash)
-        if not kept.exists():
+        if not kept.exists():  # first of its code; a copy of this thread's own, then renamed whole
             kept.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(result.cubin_path, kept.with_suffix(".tmp"))
-            kept.with_suffix(".tmp").replace(kept)
+            part = kept.with_name(f"{kept.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            shutil.copyfile(result.cubin_path, part)
+            part.replace(kept)
         metrics = compile_metrics(result)
         for name in self.metrics:
             if name in COMPILE_METRICS and metrics[name] is None:
