@@ -4,6 +4,7 @@ queued trials are predicted too, and a trial marked ``compile_required`` compile
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import optuna
@@ -88,21 +89,9 @@ def test_queued_trials_are_predicted_and_compile_required_ones_are_not(
 
 @pytest.mark.skipif(not PTXAS_13_0.exists(), reason="needs CUDA 13.0's ptxas")
 def test_compile_objective_compiles_a_required_trial_whatever_the_prediction(tmp_path: Path) -> None:
-    from ciq_optuna.tune import TuneConfig, prepare, tune
+    from ciq_optuna.tune import prepare, tune
 
-    config = TuneConfig(
-        kernel=STENCIL,
-        arch="sm_90a",
-        minimize=["registers"],
-        trials=3,
-        seed=0,
-        storage=f"sqlite:///{tmp_path / 's.db'}",
-        acf=tmp_path / "best.acf",
-        workdir=tmp_path / "w",
-        progress=False,
-        simplify=False,
-        screen=False,
-    )
+    config = _stencil_config(tmp_path, trials=3, seed=0, simplify=False, screen=False)
     study = tune(config).study
     first = study.trials[0]
     for required in (False, True):
@@ -137,24 +126,12 @@ def test_skipped_trials_teach_which_genes_the_objective_asks_for() -> None:
 def test_simplification_attempts_are_predicted_and_the_acf_comes_from_a_compiled_trial(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_pair: None
 ) -> None:
-    from ciq_optuna.tune import TuneConfig, tune
+    from ciq_optuna.tune import tune
 
     monkeypatch.setattr(_genetic, "_PREDICT_FIXED", True)
     monkeypatch.setattr(_genetic, "_LEARN_SHAPES", True)
 
-    result = tune(
-        TuneConfig(
-            kernel=STENCIL,
-            arch="sm_90a",
-            minimize=["registers"],
-            trials=40,
-            seed=2,
-            storage=f"sqlite:///{tmp_path / 's.db'}",
-            acf=tmp_path / "best.acf",
-            workdir=tmp_path / "w",
-            progress=False,
-        )
-    )
+    result = tune(_stencil_config(tmp_path, trials=40, seed=2))
     trials = result.study.get_trials(deepcopy=False)
     simplified = [t for t in trials if "simplified_from" in t.user_attrs]
     skipped = [t for t in simplified if t.user_attrs.get("skipped_compile")]
@@ -168,3 +145,19 @@ def test_simplification_attempts_are_predicted_and_the_acf_comes_from_a_compiled
     # the simplest trial as good as the winner is compiled: itself, or its confirmation
     simplest = min((t for t in trials if t.value == best.value), key=lambda t: len(t.user_attrs["flags"]))
     assert len(best.user_attrs["flags"]) == len(simplest.user_attrs["flags"])
+
+
+def _stencil_config(tmp_path: Path, **options: Any) -> Any:
+    """A tune of the stencil example for registers on sm_90a, stored under ``tmp_path``."""
+    from ciq_optuna.tune import TuneConfig
+
+    return TuneConfig(
+        kernel=STENCIL,
+        arch="sm_90a",
+        minimize=["registers"],
+        storage=f"sqlite:///{tmp_path / 's.db'}",
+        acf=tmp_path / "best.acf",
+        workdir=tmp_path / "w",
+        progress=False,
+        **options,
+    )
