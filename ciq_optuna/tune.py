@@ -547,12 +547,6 @@ def _run_baseline(
     return bool(ran)
 
 
-#: Screening trials always compile (``compile_required``): one control changed from the defaults
-#: is the cleanest evidence of which controls change this kernel's binary; a screening trial
-#: skipped on a prediction would give none.
-SCREENING_COMPILED = True
-
-
 def _run_screening(
     study: optuna.Study,
     objective: CompileObjective,
@@ -565,7 +559,9 @@ def _run_screening(
 
     A search's first generation is random and rarely passes a single control; these candidates
     join generation 0 so that the most common single-flag wins are always seen.  They compile
-    whatever a binary-aware sampler predicts (:data:`SCREENING_COMPILED`). They run one at a
+    whatever a binary-aware sampler predicts (``compile_required``): one control changed from the
+    defaults is the cleanest evidence of which controls change this kernel's binary, and a
+    screening trial skipped on a prediction would give none. They run one at a
     time, like the baseline (queued trials race when several threads pick them up). Only on a
     study that has not started its search (the baseline and warm-start seeds are not the search:
     after a warm start the screening still runs, without the configurations already tried).
@@ -582,8 +578,7 @@ def _run_screening(
                 params.update(other.params_from_config(config if other is space else other.baseline()))
             if tuple(sorted(params.items())) not in seen:
                 candidates.append(params)
-    required = (COMPILE_REQUIRED,) if SCREENING_COMPILED else ()
-    return _run_enqueued(study, objective, budget, in_flight, progress, candidates[:count], "screening", required)
+    return _run_enqueued(study, objective, budget, in_flight, progress, candidates[:count], "screening", (COMPILE_REQUIRED,))
 
 
 def _run_seeds(
