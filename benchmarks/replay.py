@@ -386,6 +386,16 @@ def at_budget(curve: np.ndarray, b: int) -> float:
     return float(curve[min(b, len(curve)) - 1])
 
 
+def methodology_score(dataset: str, sorted_times: np.ndarray, n_total: int, best: float, budget: int, cache: dict) -> float:
+    """The methodology score of ``best`` found within ``budget`` evaluations: 0 for random search's
+    expectation at that budget, 1 for the optimum (``cache``: the expectations, per dataset and budget)."""
+    key = (dataset, budget)
+    if key not in cache:
+        cache[key] = random_expectation(sorted_times, n_total, budget)
+    e = cache[key]
+    return (e - best) / (e - sorted_times[0])
+
+
 def so_table(rows: list[dict], budgets: Iterable[int] = BUDGETS) -> dict:
     """Per dataset and sampler: mean score, fraction of optimum and failed rate per budget."""
     out: dict = {}
@@ -398,14 +408,10 @@ def so_table(rows: list[dict], budgets: Iterable[int] = BUDGETS) -> dict:
         curve = best_curve(r["results"], float(st[-1]))
         d = out.setdefault(r["dataset"], {}).setdefault(r["sampler"], {})
         for b in budgets:
-            key = (r["dataset"], b)
-            if key not in exp_cache:
-                exp_cache[key] = random_expectation(st, sp.cartesian, b)
-            e = exp_cache[key]
             best = at_budget(curve, b)
             used = r["results"][:b]
             cell = d.setdefault(b, {"score": [], "frac": [], "fail": [], "seconds": []})
-            cell["score"].append((e - best) / (e - st[0]))
+            cell["score"].append(methodology_score(r["dataset"], st, sp.cartesian, best, b, exp_cache))
             cell["frac"].append(st[0] / best)
             cell["fail"].append(sum(x is None for x in used) / max(1, len(used)))
         d.setdefault("seconds", []).append(r["seconds"] / max(1, len(r["results"])))

@@ -41,16 +41,17 @@ def goals(table: dict, optuna_table: dict) -> None:
 def paired(rows: list[dict], base: str) -> None:
     """Per sampler: the mean over seeds of its all-cell mean minus the base's on the same seed,
     with its standard error (how far the seed sets alone move a difference)."""
-    from replay import best_curve, load_space, random_expectation
+    from replay import at_budget, best_curve, load_space, methodology_score
 
     per: dict[tuple[str, int], list[float]] = {}
+    expectations: dict = {}
     for r in rows:
         sp = load_space(r["dataset"])
         st = sp.sorted_times
         curve = best_curve(r["results"], float(st[-1]))
         for b in CELLS:
-            e = random_expectation(st, sp.cartesian, b)
-            per.setdefault((r["sampler"], r["seed"]), []).append((e - float(curve[min(b, len(curve)) - 1])) / (e - st[0]))
+            score = methodology_score(r["dataset"], st, sp.cartesian, at_budget(curve, b), b, expectations)
+            per.setdefault((r["sampler"], r["seed"]), []).append(score)
     for s in sorted({k[0] for k in per} - {base}):
         d = [np.mean(per[(s, seed)]) - np.mean(per[(base, seed)]) for (x, seed) in per if x == s and (base, seed) in per]
         print(f"`{s}` - `{base}`: {np.mean(d):+.3f} +- {np.std(d, ddof=1) / np.sqrt(len(d)):.3f} (standard error, {len(d)} seeds)")
