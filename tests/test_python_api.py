@@ -71,3 +71,21 @@ def test_triton_kernel_through_the_python_api(tmp_path: Path) -> None:
     assert any(not k.startswith("ptxas.") for k in done[0].params)  # meta-parameters too
     acf = ciq_optuna.write_trial_acf(tmp_path / "best.acf", study, study.best_trial, objective)
     assert "[triton]" in acf.read_text()
+
+
+def test_temporary_workdir_made_only_when_a_binary_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ``workdir`` the binaries go to a temporary folder, made on first use: an objective
+    that keeps none, or whose folder is set later (as ``ciq-optuna tune`` does), leaves none behind."""
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    kernel = REPO / "examples" / "stencil" / "stencil.sm_90a.ptx"
+    objective = ciq_optuna.compile_objective(kernel, arch="sm_90a", metrics=["registers"])
+    objective.workdir = tmp_path / "set-later"
+    fresh = ciq_optuna.compile_objective(kernel, arch="sm_90a", metrics=["registers"])
+    assert not list(tmp_path.glob("ciq-optuna-*"))
+    study = optuna.create_study(sampler=ciq_optuna.GeneticSampler(seed=0))
+    study.optimize(fresh, n_trials=1)
+    made = list(tmp_path.glob("ciq-optuna-*"))
+    assert made == [fresh.workdir]
+    assert [p.name for p in (fresh.workdir / "binaries").iterdir()] == [
+        fresh.binary_path(study.trials[0].user_attrs["binary_hash"]).name
+    ]

@@ -44,6 +44,9 @@ from ciq_optuna.study._optuna import trials_of_this_trial
 #: whose compile was skipped).
 COMPILE_REQUIRED = "compile_required"
 
+#: Guards the first use of an objective's temporary work folder (trials run in threads).
+_WORKDIR_LOCK = threading.Lock()
+
 Measure = Callable[[Path, Candidate], "Mapping[str, float] | float"]
 """A measurement of a compiled binary: ``measure(cubin_path, candidate) -> {metric: value}`` (or one number)."""
 
@@ -87,12 +90,26 @@ class CompileObjective:
         self.measure = measure
         self.measure_name = measure_name
         self.timeout = timeout
-        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="ciq-optuna-"))
+        self._workdir = Path(workdir) if workdir else None
         self._caches: dict[int, BinaryCache] = {}
         self._compiled: dict[int, CompiledParams] = {}
         self._scratches: dict[tuple[int, int], Path] = {}
         #: The study metadata this objective was built from (set by ciq_optuna.compile_objective).
         self.meta: dict[str, Any] | None = None
+
+    @property
+    def workdir(self) -> Path:
+        """Where distinct binaries are kept. Without one given, a temporary folder made when the
+        first binary is kept, so an objective that never keeps one (or whose folder is set after
+        construction, as ``ciq-optuna tune`` does) leaves nothing behind."""
+        with _WORKDIR_LOCK:
+            if self._workdir is None:
+                self._workdir = Path(tempfile.mkdtemp(prefix="ciq-optuna-"))
+            return self._workdir
+
+    @workdir.setter
+    def workdir(self, path: Path) -> None:
+        self._workdir = Path(path)
 
     def binary_path(self, code_hash: str) -> Path:
         """Where the binary with this code hash is kept."""
