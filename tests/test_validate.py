@@ -149,3 +149,28 @@ def test_mapping_results_and_user_errors(tmp_path):
         validate_acfs([tmp_path / "nope.acf"], measure=lambda p: {})
     with pytest.raises(CiqError, match="unknown correction"):
         ValidationSettings(correction="fdr")
+
+
+def test_gpu_measure_builds_in_a_temporary_folder_removed_with_it(tmp_path, monkeypatch):
+    """The compared binaries (real ptxas, no GPU needed to build them) live in a folder of the
+    measure's own, gone with it, unless the caller names one."""
+    import gc
+    from pathlib import Path
+
+    from ciq_optuna.gpu.validate import GpuAcfMeasure
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    ptx = Path(__file__).resolve().parents[1] / "examples" / "stencil" / "stencil.sm_90a.ptx"
+    measure = GpuAcfMeasure(None, ptx, arch="sm_90a")
+    cubin = measure._build([], "sm_90a", "baseline")
+    folder = measure.workdir
+    assert cubin.parent == folder and folder.parent == tmp_path and cubin.stat().st_size > 0
+    del measure
+    gc.collect()
+    assert not folder.exists()
+    kept = GpuAcfMeasure(None, ptx, arch="sm_90a", workdir=tmp_path / "mine")
+    (tmp_path / "mine").mkdir()
+    kept._build([], "sm_90a", "baseline")
+    del kept
+    gc.collect()
+    assert (tmp_path / "mine" / "baseline.cubin").exists()

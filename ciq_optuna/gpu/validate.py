@@ -9,7 +9,9 @@ a fixed number of repeats (no early stop: every session gives the same sample si
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,8 @@ class GpuAcfMeasure:
         compiler_path: the compiler to use (default: found as everywhere in ciq-optuna).
         repeats, warmup: timed and untimed rounds per session (200, 50).
         baseline_flags: flags of the baseline build (default: none, the compiler defaults).
+        workdir: where the compared binaries are built (default: a temporary folder removed with
+            this object).
     """
 
     def __init__(
@@ -65,7 +69,11 @@ class GpuAcfMeasure:
         self.device = device
         self.timeout = timeout
         self.baseline_flags = list(baseline_flags)
-        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="ciq-validate-"))
+        if workdir:
+            self.workdir = Path(workdir)
+        else:  # the binaries are only this object's: removed with it
+            self.workdir = Path(tempfile.mkdtemp(prefix="ciq-validate-"))
+            weakref.finalize(self, shutil.rmtree, self.workdir, ignore_errors=True)
         self._baselines: dict[str, Path] = {}
 
     def flags_for(self, acf: Acf) -> list[str]:
