@@ -8,7 +8,10 @@ to keep its proposals.  :class:`RowDistances` does: the term of a discrete gene 
 codes) for every recent row is looked up in a table of its possible values against those rows,
 made once per row, instead of being worked out for each candidate; other genes use the formula;
 the genes are summed in numpy's own pairwise order (:func:`pairwise_sum`).
-tests/test_genetic_distance.py checks both against each other.
+tests/test_genetic_distance.py checks both against each other.  With ``pairwise=False`` both sum
+gene by gene instead (one numpy reduction over the genes, cheaper than the pairwise order worked
+out in Python; the values may differ from the pairwise sums in the last bit, so ties may break
+otherwise), again the same bits by either path.
 """
 
 from __future__ import annotations
@@ -23,10 +26,16 @@ _MIN_RUN = 16  # consecutive rows at the end of those asked for, read from the t
 _DIRECT_TERMS = 4096  # up to this many (candidate, row, gene) terms, the formula is faster
 
 
-def direct(a: np.ndarray, b: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """Distance of each row of ``a`` to each row of ``b``: the reference formula."""
+def direct(a: np.ndarray, b: np.ndarray, scale: np.ndarray, pairwise: bool = True) -> np.ndarray:
+    """Distance of each row of ``a`` to each row of ``b``: the reference formula (``pairwise``:
+    the genes summed in numpy's pairwise order, else one after the other)."""
     if np.isnan(a).any() or np.isnan(b).any():
         a, b = np.nan_to_num(a, nan=ABSENT), np.nan_to_num(b, nan=ABSENT)
+    if not pairwise:  # (genes, a, b) in C order: numpy adds the leading axis's slices in order
+        diff = np.abs(np.ascontiguousarray(a.T)[:, :, None] - np.ascontiguousarray(b.T)[:, None, :])
+        diff *= scale[:, None, None]
+        np.minimum(diff, 1.0, out=diff)
+        return diff.sum(axis=0)
     diff = np.abs(a[:, None, :] - b[None, :, :])
     diff *= scale  # 1 / (n - 1) for ordered genes; a categorical differs by >= 1
     np.minimum(diff, 1.0, out=diff)
@@ -93,16 +102,16 @@ class RowDistances:
 
     def __call__(
         self, x: np.ndarray, n: int, cands: np.ndarray, idx: np.ndarray, scale: np.ndarray,
-        nval: np.ndarray, tabled: np.ndarray, run_from: int | None = None,
+        nval: np.ndarray, tabled: np.ndarray, run_from: int | None = None, pairwise: bool = True,
     ) -> np.ndarray:
         """Distances of ``cands`` (m x d) to rows ``idx`` of ``x`` (its first ``n`` rows are
         final); ``nval``: values per gene; ``tabled``: genes coded by integers below ``nval``
         (the others use the formula, gene by gene); ``run_from``: ``idx[run_from:]`` are known
-        to be consecutive rows (else found out)."""
+        to be consecutive rows (else found out); ``pairwise``: see :func:`direct`."""
         d = cands.shape[1]
         m, k = len(cands), len(idx)
         if m * k * d <= self.direct_terms:  # the formula itself is faster for a few rows (same bits)
-            return direct(cands, x[idx, :d], scale) if k and m and d else np.zeros((m, k))
+            return direct(cands, x[idx, :d], scale, pairwise) if k and m and d else np.zeros((m, k))
         self._update(x, n, d, scale, nval, tabled)
         # the table's columns for the rows asked for: a view of a run of consecutive rows in the
         # table; columns made afresh (the same formula) for the other rows, e.g. old elite rows
@@ -131,7 +140,7 @@ class RowDistances:
         terms = table[rows]  # (d, m, k): every gene's term
         for j in np.flatnonzero(~looked).tolist():
             terms[j] = _gene_formula(cands[:, j], x[idx, j], scale[j])
-        return pairwise_sum(terms)
+        return pairwise_sum(terms) if pairwise else terms.sum(axis=0)
 
     def _columns(self, b: np.ndarray) -> np.ndarray:
         """Table columns for the genome rows ``b``: the term of each (gene, value) against each."""
