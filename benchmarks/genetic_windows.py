@@ -29,7 +29,7 @@ import optuna
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import replay  # noqa: E402
 
-_FUNCTIONS = ("_keys", "_unseen", "_key", "mutate", "repairs")  # of the sampler's module, if there
+_FUNCTIONS = ("_keys", "_unseen", "_key", "mutate", "breed", "repairs")  # of the sampler's module, if there
 
 
 def _timed(sampler: object) -> tuple[dict, dict]:

@@ -172,6 +172,8 @@ GENETIC_KNOBS = {
     "g0": "_g0_guide",
     "fill": "_g0_fill",
     "batch": "_child_batch",  # children bred at once per elite (time per trial)
+    "sums": "_pairwise_sums",  # 1: gene distances summed in numpy's pairwise order, 0: gene by gene
+    "draws": "_draws",  # "pcg" (numpy Generator, only the numbers used) or "legacy" (RandomState blocks)
     "ties": "_first_ties",  # 1: nearest neighbours at equal distances: the earliest trials
     "win": "_window",  # latest trials the nearest-neighbour pick compares with (time per trial)
     "g0s": "_g0_sobol",

@@ -39,8 +39,9 @@ def _genomes(rng: np.random.Generator, kind: np.ndarray, nval: np.ndarray, m: in
     return x
 
 
+@pytest.mark.parametrize("pairwise", [True, False])
 @pytest.mark.parametrize("direct_terms", [0, 4096])  # 0: the tables always
-def test_row_distances_equal_the_formula_bit_for_bit(direct_terms: int) -> None:
+def test_row_distances_equal_the_formula_bit_for_bit(direct_terms: int, pairwise: bool) -> None:
     rng = np.random.default_rng(7)
     for _ in range(25):
         d = int(rng.integers(1, 40))
@@ -57,8 +58,8 @@ def test_row_distances_equal_the_formula_bit_for_bit(direct_terms: int) -> None:
             else:
                 idx = rng.choice(n, int(rng.integers(1, n + 1)), replace=False)
             cands = _genomes(rng, kind, nval, int(rng.integers(1, 20)))
-            got = table(x, n, cands, idx, scale, nval, kind != 2)
-            assert np.array_equal(got, direct(cands, x[idx], scale))
+            got = table(x, n, cands, idx, scale, nval, kind != 2, pairwise=pairwise)
+            assert np.array_equal(got, direct(cands, x[idx], scale, pairwise))
     # a new gene (d grows): the tables are made again
     kind, nval, scale = _space(rng, 6)
     x = _genomes(rng, kind, nval, 80)
@@ -66,8 +67,22 @@ def test_row_distances_equal_the_formula_bit_for_bit(direct_terms: int) -> None:
     idx = np.arange(40, 80)
     for width in (5, 6):
         cands = _genomes(rng, kind, nval, 4)[:, :width]
-        got = table(x[:, :width], 80, cands, idx, scale[:width], nval[:width], kind[:width] != 2)
-        assert np.array_equal(got, direct(cands, x[idx, :width], scale[:width]))
+        got = table(x[:, :width], 80, cands, idx, scale[:width], nval[:width], kind[:width] != 2, pairwise=pairwise)
+        assert np.array_equal(got, direct(cands, x[idx, :width], scale[:width], pairwise))
+
+
+def test_distances_gene_by_gene_add_the_genes_in_order() -> None:
+    rng = np.random.default_rng(5)
+    kind, nval, scale = _space(rng, 23)
+    a, b = _genomes(rng, kind, nval, 7), _genomes(rng, kind, nval, 30)
+    terms = np.minimum(np.abs(np.nan_to_num(a, nan=-1e12)[:, None] - np.nan_to_num(b, nan=-1e12)[None]) * scale, 1.0)
+    assert np.array_equal(direct(a, b, scale), terms.sum(axis=2))
+    terms = terms.astype(np.float32)  # gene by gene: in float32
+    want = terms[:, :, 0].copy()
+    for j in range(1, 23):
+        want += terms[:, :, j]
+    got = direct(a, b, scale, pairwise=False)
+    assert got.dtype == np.float32 and np.array_equal(got, want)
 
 
 class _Reference(GeneticSampler):
@@ -76,11 +91,11 @@ class _Reference(GeneticSampler):
     each call."""
 
     def _distances(self, cands: np.ndarray, idx: np.ndarray, run_from: int | None = None) -> np.ndarray:
-        return direct(cands, self._x[idx, : len(self._names)], self._scale)
+        return direct(cands, self._x[idx, : len(self._names)], self._scale, self._pairwise_sums)
 
     def _pair_distances(self, rows: np.ndarray) -> np.ndarray:
         x = self._x[rows, : len(self._names)]
-        return direct(x, x, self._scale)
+        return direct(x, x, self._scale, self._pairwise_sums)
 
     def _sorted_rows(self) -> np.ndarray:
         v = self._v[: self._n, 0]

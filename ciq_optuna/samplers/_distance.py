@@ -8,7 +8,11 @@ to keep its proposals.  :class:`RowDistances` does: the term of a discrete gene 
 codes) for every recent row is looked up in a table of its possible values against those rows,
 made once per row, instead of being worked out for each candidate; other genes use the formula;
 the genes are summed in numpy's own pairwise order (:func:`pairwise_sum`).
-tests/test_genetic_distance.py checks both against each other.
+tests/test_genetic_distance.py checks both against each other.  With ``pairwise=False`` both sum
+gene by gene instead (one numpy reduction over the genes, cheaper than the pairwise order worked
+out in Python; the values may differ from the pairwise sums in the last bit, so ties may break
+otherwise), and in float32 (terms rounded from the float64 formula, half the memory to gather), again
+the same bits by either path.
 """
 
 from __future__ import annotations
@@ -23,10 +27,16 @@ _MIN_RUN = 16  # consecutive rows at the end of those asked for, read from the t
 _DIRECT_TERMS = 4096  # up to this many (candidate, row, gene) terms, the formula is faster
 
 
-def direct(a: np.ndarray, b: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """Distance of each row of ``a`` to each row of ``b``: the reference formula."""
+def direct(a: np.ndarray, b: np.ndarray, scale: np.ndarray, pairwise: bool = True) -> np.ndarray:
+    """Distance of each row of ``a`` to each row of ``b``: the reference formula (``pairwise``:
+    the genes summed in numpy's pairwise order, else one after the other in float32)."""
     if np.isnan(a).any() or np.isnan(b).any():
         a, b = np.nan_to_num(a, nan=ABSENT), np.nan_to_num(b, nan=ABSENT)
+    if not pairwise:  # (genes, a, b) in C order: numpy adds the leading axis's slices in order
+        diff = np.abs(np.ascontiguousarray(a.T)[:, :, None] - np.ascontiguousarray(b.T)[:, None, :])
+        diff *= scale[:, None, None]
+        np.minimum(diff, 1.0, out=diff)
+        return diff.astype(np.float32).sum(axis=0)
     diff = np.abs(a[:, None, :] - b[None, :, :])
     diff *= scale  # 1 / (n - 1) for ordered genes; a categorical differs by >= 1
     np.minimum(diff, 1.0, out=diff)
@@ -93,17 +103,17 @@ class RowDistances:
 
     def __call__(
         self, x: np.ndarray, n: int, cands: np.ndarray, idx: np.ndarray, scale: np.ndarray,
-        nval: np.ndarray, tabled: np.ndarray, run_from: int | None = None,
+        nval: np.ndarray, tabled: np.ndarray, run_from: int | None = None, pairwise: bool = True,
     ) -> np.ndarray:
         """Distances of ``cands`` (m x d) to rows ``idx`` of ``x`` (its first ``n`` rows are
         final); ``nval``: values per gene; ``tabled``: genes coded by integers below ``nval``
         (the others use the formula, gene by gene); ``run_from``: ``idx[run_from:]`` are known
-        to be consecutive rows (else found out)."""
+        to be consecutive rows (else found out); ``pairwise``: see :func:`direct`."""
         d = cands.shape[1]
         m, k = len(cands), len(idx)
         if m * k * d <= self.direct_terms:  # the formula itself is faster for a few rows (same bits)
-            return direct(cands, x[idx, :d], scale) if k and m and d else np.zeros((m, k))
-        self._update(x, n, d, scale, nval, tabled)
+            return direct(cands, x[idx, :d], scale, pairwise) if k and m and d else np.zeros((m, k))
+        self._update(x, n, d, scale, nval, tabled, np.float64 if pairwise else np.float32)
         # the table's columns for the rows asked for: a view of a run of consecutive rows in the
         # table; columns made afresh (the same formula) for the other rows, e.g. old elite rows
         if run_from is None or run_from >= k:
@@ -123,6 +133,7 @@ class RowDistances:
                 table = np.concatenate([old, table], axis=1)
         else:
             table = self._columns(x[idx])
+        table = table.astype(self._table.dtype, copy=False)  # columns made afresh: float64
         nan = np.isnan(cands)
         valid = nan | ((cands >= 0) & (cands < nval) & (cands == np.floor(cands)))
         looked = valid.all(axis=0) & self._has_table
@@ -131,7 +142,7 @@ class RowDistances:
         terms = table[rows]  # (d, m, k): every gene's term
         for j in np.flatnonzero(~looked).tolist():
             terms[j] = _gene_formula(cands[:, j], x[idx, j], scale[j])
-        return pairwise_sum(terms)
+        return pairwise_sum(terms) if pairwise else terms.sum(axis=0)
 
     def _columns(self, b: np.ndarray) -> np.ndarray:
         """Table columns for the genome rows ``b``: the term of each (gene, value) against each."""
@@ -144,11 +155,11 @@ class RowDistances:
         return diff
 
     def _update(
-        self, x: np.ndarray, n: int, d: int, scale: np.ndarray, nval: np.ndarray, tabled: np.ndarray
+        self, x: np.ndarray, n: int, d: int, scale: np.ndarray, nval: np.ndarray, tabled: np.ndarray, dtype: type
     ) -> None:
         cap = 2 * self.window
-        same = self._arrays == (d, id(scale), id(nval), id(tabled))  # the same arrays: no change
-        if not same and (key := (d, scale.tobytes(), nval.tobytes(), tabled.tobytes())) != self._key:
+        same = self._arrays == (d, id(scale), id(nval), id(tabled), dtype)  # the same arrays: no change
+        if not same and (key := (d, scale.tobytes(), nval.tobytes(), tabled.tobytes(), dtype)) != self._key:
             self._key = key
             order = sorted(np.flatnonzero(tabled & (nval <= _TABLE_VALUES)).tolist(), key=lambda j: (nval[j], j))
             genes, cells = [], 0
@@ -165,9 +176,9 @@ class RowDistances:
             self._row_gene = np.repeat(np.arange(d), sizes)
             self._row_code = np.concatenate([[*range(z - 1), ABSENT] for z in sizes.tolist() if z] or [[]]) * 1.0
             self._row_scale = scale[self._row_gene]
-            self._table = np.zeros((max(1, len(self._row_gene)), cap))
+            self._table = np.zeros((max(1, len(self._row_gene)), cap), dtype=dtype)
             self._base = self._upto = max(0, n - self.window)
-        self._arrays = (d, id(scale), id(nval), id(tabled))
+        self._arrays = (d, id(scale), id(nval), id(tabled), dtype)
         self._keep = (scale, nval, tabled)  # so that their ids are not reused while compared
         if n <= self._upto:
             return

@@ -22,6 +22,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from ciq_optuna.samplers._binaries import BinaryModel
+from ciq_optuna.samplers._breed import breed
 from ciq_optuna.samplers._distance import RowDistances
 from ciq_optuna.samplers._genes import Gene, draws_random, neighbours
 from ciq_optuna.samplers._mutation import mutate
@@ -70,6 +71,12 @@ _PAIR_FAIL_GENS = 0  # with _PAIR_FAIL: only while fewer trials than this many g
 _MIX_GENS = 8  # "mix" while fewer trials than this many generations finished, then "knn"
 _KNN_CANDS = 16  # children compared by "knn" alone (its distances cost the most per candidate)
 _CHILD_BATCH = 512  # children bred at once per elite (drawn from by later trials while it holds)
+# Random numbers of the children: "pcg", a numpy Generator drawing only what is used (_breed.py);
+# "legacy", the RandomState's whole (children x genes) blocks (the proposals before, 4x slower).
+_DRAWS = "pcg"
+# Gene distances summed in numpy's pairwise order (True: the proposals before) or gene by gene
+# (False: one reduction instead of the pairwise order worked out in Python; ties may break otherwise).
+_PAIRWISE_SUMS = False
 # Nearest neighbours at equal distances: False, as numpy's argpartition leaves them (its order
 # depends on the CPU's vector instructions); True, the earliest trials (three argmin passes).
 _FIRST_TIES = False
@@ -122,6 +129,12 @@ _COMPILE_REQUIRED = "compile_required"
 # the objective asks for: off (measured with the generalisation from one inert change, not adopted).
 _PREDICT_FIXED = True
 _LEARN_SHAPES = False
+
+
+def _generator(seed: int | None) -> np.random.Generator:
+    """The Generator of the children's random numbers (``_DRAWS == "pcg"``), from the sampler's
+    seed but a stream of its own (the RandomState keeps ``seed`` itself)."""
+    return np.random.default_rng(None if seed is None else [seed, 0x6272])
 
 
 class _Exhausted:
@@ -262,6 +275,7 @@ class GeneticSampler(BaseGASampler):
         self._crossover_prob = crossover_prob
         self._seed = seed
         self._rng = np.random.RandomState(seed)
+        self._gen = _generator(seed)
         self._random = RandomSampler(seed=None if seed is None else seed + 1)
         self._n_candidates = _N_CANDIDATES
         self._niche = _NICHE_RADIUS
@@ -279,6 +293,8 @@ class GeneticSampler(BaseGASampler):
         self._mix_gens = _MIX_GENS
         self._knn_cands = _KNN_CANDS
         self._child_batch = _CHILD_BATCH
+        self._draws = _DRAWS
+        self._pairwise_sums = _PAIRWISE_SUMS
         self._window = _SURROGATE_WINDOW
         self._first_ties = _FIRST_TIES
         self._ls_share = _LS_SHARE
@@ -327,6 +343,7 @@ class GeneticSampler(BaseGASampler):
 
     def reseed_rng(self) -> None:
         self._rng = np.random.RandomState()
+        self._gen = _generator(None)
         self._random.reseed_rng()
 
     # ------------------------------------------------------------------ study cache
@@ -1119,6 +1136,10 @@ class GeneticSampler(BaseGASampler):
 
     def _breed(self, x: np.ndarray, m: int, strength: float) -> np.ndarray:
         """``m`` children of the elite rows ``x`` (sorted best first)."""
+        if self._draws == "pcg":
+            tables = (self._kind, self._nval, self._sigma)
+            args = (self._crossover, self._crossover_prob, self._mutable, self._mutate_arg, tables)
+            return breed(self._gen, x, m, strength, *args)
         rng = self._rng
         k, d = x.shape
         pa = x[np.minimum(rng.randint(0, k, m), rng.randint(0, k, m))]  # rows sorted best first
@@ -1281,7 +1302,7 @@ class GeneticSampler(BaseGASampler):
         from per-gene tables over the latest rows (:class:`RowDistances`); ``idx[run_from:]``:
         consecutive rows, if known."""
         return self._row_distances(
-            self._x, self._n, cands, idx, self._scale, self._nval, self._tabled, run_from
+            self._x, self._n, cands, idx, self._scale, self._nval, self._tabled, run_from, self._pairwise_sums
         )
 
     def _fail_risk(self, cands: np.ndarray) -> np.ndarray:
