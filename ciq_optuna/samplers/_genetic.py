@@ -213,7 +213,9 @@ class GeneticSampler(BaseGASampler):
     ``predicted_from`` (the number of a trial that compiled it) and ``skip_compile`` (True, except
     for one prediction in ten, and one in four of those that stretch an inertness to a context not
     seen yet, more after failed checks that blamed the genes it changes: these are compiled as
-    checks; a check that gives another binary splits the changes involved).  Candidates are also
+    checks; a check that gives another binary splits the changes involved; with
+    ``_CHECK_PRIOR_WRONG`` > 0, off by default, these rates follow the study's own checks of each
+    kind of prediction, :class:`~ciq_optuna.samplers._checks.CheckRates`).  Candidates are also
     compared as the compile objective will see them (genes that conditions learnt from the
     compiled trials leave unused dropped), so a plan that only differs in unused genes is not
     proposed again.  Queued trials (``enqueue_trial``) are predicted the same way, except those
