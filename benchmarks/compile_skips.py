@@ -197,7 +197,8 @@ def pooled(rows: list[dict[str, Any]]) -> None:
     print()
     print(
         "| trials | runs | as good as unaware: base / new | new better / worse than base "
-        "| not compiled (median share): base / new | compiles run (sum): base / new | wrong skips (sum): base / new |"
+        "| not compiled (median share): base / new | compiles run (sum): base / new "
+        "| skips / wrong skips (other values), sum: base ; new |"
     )
     print("|---:|---:|---|---|---|---|---|")
     for budget in sorted({r["budget"] for r in rows}):
@@ -211,7 +212,7 @@ def pooled(rows: list[dict[str, Any]]) -> None:
         runs_c = [sum(r["compiles_run"] for r in rs) for rs in (base, new)]
         print(
             f"| {budget} | {len(runs)} | {good[0]}/{len(runs)} / {good[1]}/{len(runs)} | {better} / {worse} "
-            f"| {share[0]:.1f} % / {share[1]:.1f} % | {runs_c[0]} / {runs_c[1]} | {_wrong(base)} / {_wrong(new)} |"
+            f"| {share[0]:.1f} % / {share[1]:.1f} % | {runs_c[0]} / {runs_c[1]} | {_wrong(base)} ; {_wrong(new)} |"
         )
 
 
