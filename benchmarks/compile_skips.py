@@ -11,6 +11,13 @@ unaware sampler (``binary_attr=None``) of this tree; one JSON line per tune.  ``
 per case and budget, the medians over seeds: share of trials not compiled, compiles run, distinct
 binaries, configurations run twice, best value, runs as good as the unaware run of the same seed,
 and compiles until the unaware best was reached.
+
+Ground truth: after each tune every skipped trial is compiled with its recorded flags (through
+``--compile-cache`` when given; ptxas is deterministic) and its code hash compared with the
+predicted one; "wrong skips" counts the skipped trials whose real binary differs (or fails), and
+in brackets those of them whose real objective values differ from the reused ones.
+``--new-knob NAME=VALUE`` (repeatable) sets ``ciq_optuna.samplers._genetic.NAME`` in the "new"
+tunes only (a candidate behind a knob measured against the base).
 """
 
 from __future__ import annotations
@@ -28,16 +35,22 @@ ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("base", "new", "unaware")
 
 
-def one(case: int, budget: int, seed: int, unaware: bool, cache: str | None) -> dict[str, Any]:
-    """One tune; its work-saved statistics, best value and the compile count to each best."""
+def one(case: int, budget: int, seed: int, unaware: bool, cache: str | None, knobs: list[str] | None = None) -> dict[str, Any]:
+    """One tune; its work-saved statistics, best value, the compile count to each best and the
+    ground truth of its skips."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import tune_examples as te
 
     import ciq_optuna.tune as tune_module
-    from ciq_optuna.samplers import GeneticSampler
+    from ciq_optuna.samplers import GeneticSampler, _genetic
 
     if cache:
         te._cache_compiles(Path(cache))
+    for knob in knobs or []:
+        name, value = knob.split("=", 1)
+        if not hasattr(_genetic, name):
+            raise SystemExit(f"no knob {name} in {_genetic.__file__}")
+        setattr(_genetic, name, type(getattr(_genetic, name))(json.loads(value)))
     if unaware:
         tune_module.make_sampler = lambda n, **kw: GeneticSampler(binary_attr=None, **kw)
     kernel, arch, metrics = te.CASES[case]
@@ -49,8 +62,15 @@ def one(case: int, budget: int, seed: int, unaware: bool, cache: str | None) -> 
     for t in trials:
         if "flags" in t.user_attrs and not t.user_attrs.get("skipped_compile") and t.values is not None:
             progress.append((len(progress) + 1, t.values[0]))
+    kernel_path = ROOT / "examples" / kernel / f"{kernel}.{arch}.ptx"
+    wrong, wrong_values = wrong_skips(skipped, kernel_path, arch, metrics)
     return {
         **res.stats["work_saved"],
+        "skips_audited": len(skipped),
+        "wrong_skips": len(wrong),
+        "wrong_skip_trials": wrong,
+        "wrong_values": len(wrong_values),
+        "checks_kinds": _check_kinds(trials),
         "best": res.best[0].values[0],
         "twice": len(configs) - len(set(configs)),
         "repeats_skipped": sum("repeat_of" in t.user_attrs for t in skipped),
@@ -58,6 +78,44 @@ def one(case: int, budget: int, seed: int, unaware: bool, cache: str | None) -> 
         "progress": progress,
         "wall": wall,
     }
+
+
+def wrong_skips(skipped: list[Any], kernel: Path, arch: str, metrics: list[str]) -> tuple[list[int], list[int]]:
+    """Numbers of the skipped trials whose configuration, compiled now with the flags the trial
+    recorded, does not give the predicted binary; and of those, the ones whose real objective
+    values differ from the values the skip reused (a failed compile counts in both).  The compile
+    is the tune's own (same compiler, arguments and timeout), so a compile cache replays it."""
+    import tempfile
+
+    from ciq_optuna.compilers import get_compiler
+    from ciq_optuna.objectives.metrics import compile_metrics
+
+    ptxas = get_compiler("ptxas")
+    timeout = 120.0  # TuneConfig.timeout's default: the same arguments, the same cache entry
+    wrong, wrong_values = [], []
+    for t in skipped:
+        with tempfile.TemporaryDirectory() as tmp:
+            res = ptxas.compile(kernel, arch, t.user_attrs["flags"], output=Path(tmp) / "out.cubin", timeout=timeout)
+            real = [compile_metrics(res).get(m) for m in metrics] if res.ok else None
+        if not res.ok or res.code_hash != t.user_attrs["predicted_binary"]:
+            wrong.append(t.number)
+            if real is None or [float(v) if v is not None else None for v in real] != list(t.values):
+                wrong_values.append(t.number)
+    return wrong, wrong_values
+
+
+def _check_kinds(trials: list[Any]) -> dict[str, list[int]]:
+    """Checks (compiled predicted trials) and wrong ones, per kind where the trials record it
+    (``predicted_doubt``): {"plain": [checks, wrong], "doubtful": [...], "unknown": [...]}."""
+    out = {"plain": [0, 0], "doubtful": [0, 0], "unknown": [0, 0]}
+    for t in trials:
+        a = t.user_attrs
+        if "predicted_binary" not in a or a.get("skipped_compile") or "repeat_of" in a:
+            continue
+        kind = "unknown" if "predicted_doubt" not in a else ("doubtful" if a["predicted_doubt"] else "plain")
+        out[kind][0] += 1
+        out[kind][1] += a.get("binary_hash") != a["predicted_binary"]
+    return out
 
 
 def run(args: argparse.Namespace) -> None:
@@ -71,6 +129,8 @@ def run(args: argparse.Namespace) -> None:
                         env = {**os.environ, "PYTHONPATH": tree}
                         cmd = [sys.executable, __file__, "one", str(case), str(budget), str(seed), variant]
                         cmd += ["--compile-cache", args.compile_cache] if args.compile_cache else []
+                        if variant == "new":
+                            cmd += [f"--knob={k}" for k in args.new_knob]
                         got = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
                         row = json.loads(got.stdout.strip().splitlines()[-1])
                         row.update(case=case, budget=budget, seed=seed, variant=variant)
@@ -86,10 +146,10 @@ def table(path: str) -> None:
     med = statistics.median
     print(
         "| kernel | arch | trials | sampler | seeds | not compiled (median share) | compiles run | distinct binaries "
-        "| configurations run twice | exact repeats skipped | best (median) | as good as unaware "
-        "| compiles to the unaware best (median) |"
+        "| configurations run twice | exact repeats skipped | checks (wrong), sum | skips / wrong skips (other values), sum "
+        "| best (median) | as good as unaware | compiles to the unaware best (median) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     keys = sorted({(r["case"], r["budget"]) for r in rows})
     for case, budget in keys:
         runs = {v: {r["seed"]: r for r in rows if (r["case"], r["budget"], r["variant"]) == (case, budget, v)} for v in VARIANTS}
@@ -104,7 +164,8 @@ def table(path: str) -> None:
                 f"| {kernel} | {arch} | {budget} | {v} | {len(rs)} "
                 f"| {100 * med(r['compiles_skipped'] / r['trials'] for r in rs):.0f}% "
                 f"| {med(r['compiles_run'] for r in rs):g} | {med(r['distinct_binaries'] for r in rs):g} "
-                f"| {med(r['twice'] for r in rs):g} | {_repeats(rs)} | {med(r['best'] for r in rs):g} | {same}/{len(rs)} "
+                f"| {med(r['twice'] for r in rs):g} | {_repeats(rs)} | {_checks(rs)} | {_wrong(rs)} "
+                f"| {med(r['best'] for r in rs):g} | {same}/{len(rs)} "
                 f"| {med(to):g} |"
             )
     pooled(rows)
@@ -116,13 +177,30 @@ def _repeats(rows: list[dict[str, Any]]) -> str:
     return f"{statistics.median(got):g}" if len(got) == len(rows) and rows else "-"
 
 
+def _checks(rows: list[dict[str, Any]]) -> str:
+    """Checks (predicted trials compiled) and of them wrong, summed over the rows."""
+    return f"{sum(r.get('predictions_checked', 0) for r in rows)} ({sum(r.get('predictions_wrong', 0) for r in rows)})"
+
+
+def _wrong(rows: list[dict[str, Any]]) -> str:
+    """Skipped trials and of them wrong (ground truth), summed; "-" where the rows do not say."""
+    if not rows or any("wrong_skips" not in r for r in rows):
+        return "-"
+    got = (sum(r[k] for r in rows) for k in ("skips_audited", "wrong_skips", "wrong_values"))
+    return "{} / {} ({})".format(*got)
+
+
 def pooled(rows: list[dict[str, Any]]) -> None:
     """Per budget over every case and seed that all three variants ran: runs as good as the
     unaware run, runs where the new sampler's best is better / worse than the base's, and the
     median share not compiled per variant."""
     print()
-    print("| trials | runs | as good as unaware: base / new | new better / worse than base | not compiled (median share): base / new |")
-    print("|---:|---:|---|---|---|")
+    print(
+        "| trials | runs | as good as unaware: base / new | new better / worse than base "
+        "| not compiled (median share): base / new | compiles run (sum): base / new "
+        "| skips / wrong skips (other values), sum: base ; new |"
+    )
+    print("|---:|---:|---|---|---|---|---|")
     for budget in sorted({r["budget"] for r in rows}):
         got = {(r["case"], r["seed"], r["variant"]): r for r in rows if r["budget"] == budget}
         runs = sorted({(c, s) for c, s, _ in got if all((c, s, v) in got for v in VARIANTS)})
@@ -131,9 +209,10 @@ def pooled(rows: list[dict[str, Any]]) -> None:
         better = sum(n["best"] < b["best"] for n, b in zip(new, base, strict=True))
         worse = sum(n["best"] > b["best"] for n, b in zip(new, base, strict=True))
         share = [100 * statistics.median(r["compiles_skipped"] / r["trials"] for r in rs) for rs in (base, new)]
+        runs_c = [sum(r["compiles_run"] for r in rs) for rs in (base, new)]
         print(
             f"| {budget} | {len(runs)} | {good[0]}/{len(runs)} / {good[1]}/{len(runs)} | {better} / {worse} "
-            f"| {share[0]:.0f} % / {share[1]:.0f} % |"
+            f"| {share[0]:.1f} % / {share[1]:.1f} % | {runs_c[0]} / {runs_c[1]} | {_wrong(base)} ; {_wrong(new)} |"
         )
 
 
@@ -148,19 +227,21 @@ def main() -> None:
     r.add_argument("--compile-cache", default=None)
     r.add_argument("--variants", default=",".join(VARIANTS), help="of base,new,unaware")
     r.add_argument("--out", required=True)
+    r.add_argument("--new-knob", action="append", default=[], help="NAME=VALUE of _genetic, new tunes only")
     o = sub.add_parser("one")
     o.add_argument("case", type=int)
     o.add_argument("budget", type=int)
     o.add_argument("seed", type=int)
     o.add_argument("variant", choices=VARIANTS)
     o.add_argument("--compile-cache", default=None)
+    o.add_argument("--knob", action="append", default=[])
     t = sub.add_parser("table")
     t.add_argument("path")
     args = parser.parse_args()
     if args.cmd == "run":
         run(args)
     elif args.cmd == "one":
-        print(json.dumps(one(args.case, args.budget, args.seed, args.variant == "unaware", args.compile_cache)))
+        print(json.dumps(one(args.case, args.budget, args.seed, args.variant == "unaware", args.compile_cache, args.knob)))
     else:
         table(args.path)
 

@@ -23,6 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ciq_optuna.samplers._binaries import BinaryModel
 from ciq_optuna.samplers._breed import breed
+from ciq_optuna.samplers._checks import DOUBTFUL, PLAIN, CheckRates
 from ciq_optuna.samplers._distance import RowDistances
 from ciq_optuna.samplers._genes import Gene, draws_random, neighbours
 from ciq_optuna.samplers._mutation import mutate
@@ -121,6 +122,9 @@ _LS_TWO = 0.5
 _CHECK_RATE = 0.1
 # ... and of those that stretch an inertness to a context not seen yet (BinaryModel.predict).
 _UNTESTED_CHECK_RATE = 0.25
+# Check rates adapted to this study's checks (_checks.CheckRates): the weight of the fixed rates in
+# wrong checks (0: the fixed rates above).  Each predicted trial then records ``predicted_doubt``.
+_CHECK_PRIOR_WRONG = 0.0
 # User attribute of a queued trial that compiles whatever is predicted: no prediction is announced.
 _COMPILE_REQUIRED = "compile_required"
 # Binary-aware: queued trials (enqueue_trial: fixed values) are predicted too, so an objective may
@@ -222,7 +226,9 @@ class GeneticSampler(BaseGASampler):
     ``predicted_from`` (the number of a trial that compiled it) and ``skip_compile`` (True, except
     for one prediction in ten, and one in four of those that stretch an inertness to a context not
     seen yet, more after failed checks that blamed the genes it changes: these are compiled as
-    checks; a check that gives another binary splits the changes involved).  Candidates are also
+    checks; a check that gives another binary splits the changes involved; with
+    ``_CHECK_PRIOR_WRONG`` > 0, off by default, these rates follow the study's own checks of each
+    kind of prediction, :class:`~ciq_optuna.samplers._checks.CheckRates`).  Candidates are also
     compared as the compile objective will see them (genes that conditions learnt from the
     compiled trials leave unused dropped), so a plan that only differs in unused genes is not
     proposed again.  Queued trials (``enqueue_trial``) are predicted the same way, except those
@@ -321,6 +327,7 @@ class GeneticSampler(BaseGASampler):
         self._binary_attr = binary_attr
         self._check_rate = _CHECK_RATE
         self._untested_check_rate = _UNTESTED_CHECK_RATE
+        self._check_prior_wrong = _CHECK_PRIOR_WRONG
         self._avoid_repeats = False  # True: prefer children not predicted to repeat a binary
         # local search: True drops moves predicted to repeat a binary while an unpredicted one
         # exists; False (adopted on held-out tunes, BENCHMARKS.md) keeps them for the pick
@@ -364,6 +371,7 @@ class GeneticSampler(BaseGASampler):
         self._sorted: tuple[int, np.ndarray, list[float]] = (0, np.empty(0, dtype=np.int64), [])  # rows, order, values
         self._badness_cache: tuple[np.ndarray | None, np.ndarray] = (None, np.empty(0))
         self._binaries = BinaryModel()
+        self._checks = CheckRates(self._check_rate, self._untested_check_rate, self._check_prior_wrong)
         self._keys: set[bytes] = set()
         self._keys_d = 0
         self._rules: list[tuple[int, int, np.ndarray]] = []
@@ -502,11 +510,15 @@ class GeneticSampler(BaseGASampler):
         binary = attrs.get(self._binary_attr)
         if self._learn_shapes and t.state == TrialState.COMPLETE and attrs.get("skipped_compile") and self._binaries.active:
             self._binaries.add_shape(self._x[self._n - 1, : len(self._names)])  # which genes it asked for
+        predicted = attrs.get("predicted_binary")
+        if predicted is not None and not attrs.get("skipped_compile") and t.state in (TrialState.COMPLETE, TrialState.FAIL):
+            # a check: compiled although predicted (a failed compile cannot be the predicted binary)
+            kind = DOUBTFUL if attrs.get("predicted_doubt") else PLAIN
+            self._checks.record(kind, wrong=t.state == TrialState.FAIL or (isinstance(binary, str) and binary != predicted))
         if t.state != TrialState.COMPLETE or not isinstance(binary, str) or attrs.get("skipped_compile"):
             return
         row = self._x[self._n - 1, : len(self._names)]
         self._binaries.set_ordered([self._genes[name].kind != "cat" for name in self._names])
-        predicted = attrs.get("predicted_binary")
         source = int(attrs["predicted_from"]) if predicted is not None and "predicted_from" in attrs else None
         if source is not None and predicted != binary:
             self._binaries.wrong_prediction(row, source)
@@ -823,10 +835,13 @@ class GeneticSampler(BaseGASampler):
         ``skip_compile`` (True unless this trial is one of the rare checks of a prediction).
         An objective that knows the hook reuses that trial's values instead of compiling."""
         binary, number, doubt = prediction
-        # a doubtful prediction (BinaryModel.predict) is checked more, the more doubt the more
-        rate = 1.0 - (1.0 - self._untested_check_rate) ** doubt if doubt else self._check_rate
-        skip = bool(self._rng.rand() >= rate)
-        for key, value in (("predicted_binary", binary), ("predicted_from", number), ("skip_compile", skip)):
+        # a doubtful prediction (BinaryModel.predict) is checked more, the more doubt the more;
+        # adaptive rates (_checks.CheckRates) follow this study's checks of each kind
+        skip = bool(self._rng.rand() >= self._checks.rate(doubt))
+        attrs: list[tuple[str, Any]] = [("predicted_binary", binary), ("predicted_from", number), ("skip_compile", skip)]
+        if self._checks.adaptive:
+            attrs.append(("predicted_doubt", int(doubt)))
+        for key, value in attrs:
             storage_of(study).set_trial_user_attr(trial_id_of(trial), key, value)
             # The trial object Optuna passes here is the one ``optuna.Trial.user_attrs`` reads.
             trial.user_attrs[key] = value
