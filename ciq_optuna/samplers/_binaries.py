@@ -30,7 +30,7 @@ generalisation that made it.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -96,6 +96,8 @@ class BinaryModel:
         self._n_shapes = 0
         self._shape_width = 0
         self._near = Neighbours()
+        self._cols = np.empty((0, 0))  # the used columns of the rows, transposed (see _columns)
+        self._cols_n = 0
 
     @property
     def active(self) -> bool:
@@ -192,11 +194,12 @@ class BinaryModel:
         if done == n:
             return
         self._absorbed = n
-        rows, hid = self._rows[:n], self._hid[:n]
+        # the columns no compiled trial used are absent (-1) in every row: no evidence there
+        rows, hid = self._rows[:n, : self._width], self._hid[:n]
         if n - done > _BULK:
             same, diff = _evidence_at_once(rows, hid, done)
         else:
-            same, diff = _evidence_one_by_one(rows, hid, done, self._near)
+            same, diff = _evidence_one_by_one(rows, self._columns(n), hid, done, self._near)
         confirmed = [
             (k, src)
             for k, src in enumerate(self._src[done:n], start=done)
@@ -221,6 +224,19 @@ class BinaryModel:
         for k, i, j in diff.tolist():
             self._diff.setdefault(j, []).append((*_pair(rows[i, j], rows[k, j]), i, k))
             self._dirty.add(j)
+
+    def _columns(self, n: int) -> np.ndarray:
+        """The first ``n`` trials' settings of the used columns, one column per row (contiguous,
+        so comparing one trial with every earlier one sums across a few long rows), extended as
+        trials come and made again when the width or the room changes."""
+        cols, upto, width = self._cols, self._cols_n, self._width
+        if len(cols) != width or cols.shape[1] < n:
+            cols = self._cols = np.empty((width, max(2 * n, 64)))
+            upto = 0
+        if upto < n:
+            cols[:, upto:n] = self._rows[upto:n, :width].T
+            self._cols_n = n
+        return cols
 
     def wrong_prediction(self, codes: np.ndarray, source_number: int) -> None:
         """A checked candidate gave another binary than predicted: every value change between
@@ -265,10 +281,8 @@ class BinaryModel:
             self._rules = {j: r for j in self._same if (r := self._rule(j)) is not None}
             self._dirty.clear()
             self._canon = self._canonical(self._rows[:n])
-            self._keys, self._groups = [], {}
-            for i, key in enumerate(map(tuple, self._canon.tolist())):
-                self._keys.append(key)
-                self._groups.setdefault(key, _Group()).put(i, self._hash[i])
+            self._keys, self._groups = list(map(tuple, self._canon.tolist())), {}
+            self._group(range(n), self._keys)
             self._stale = False
             self._contexts.clear()
             self._at_settings.clear()
@@ -299,13 +313,9 @@ class BinaryModel:
                 moved.update(changed.tolist())
                 moves.append((j, changed.tolist(), before.tolist(), col_changed.tolist()))
         self._dirty.clear()
-        for i in moved:
-            key = tuple(self._canon_rows[i].tolist())
-            self._groups[self._keys[i]].take(i, self._hash[i])
-            if not self._groups[self._keys[i]].rows:
-                del self._groups[self._keys[i]]
-            self._keys[i] = key
-            self._groups.setdefault(key, _Group()).put(i, self._hash[i])
+        if moved:
+            order = list(moved)
+            self._regroup(order, map(tuple, self._canon[order].tolist()))
         if n > m:
             canon = self._canonical(self._rows[m:n])
             if n > len(self._canon) or canon.shape[1] != self._canon.shape[1]:  # room doubles
@@ -314,12 +324,36 @@ class BinaryModel:
                     grown[:m] = self._canon[:m]
                 self._canon = grown
             self._canon[m:n] = canon
-            for i, key in enumerate(map(tuple, canon.tolist()), start=m):
-                self._keys.append(key)
-                self._groups.setdefault(key, _Group()).put(i, self._hash[i])
+            keys = list(map(tuple, canon.tolist()))
+            self._keys.extend(keys)
+            self._group(range(m, n), keys)
         for ctx in self._contexts.values():  # the trials that moved, in the contexts holding them
             for move in moves:
                 ctx.move(*move)
+
+    def _regroup(self, trials: list[int], keys: Iterable[tuple]) -> None:
+        """Move ``trials`` (indexed) from their groups to those of their new canonical ``keys``."""
+        groups, hashes, held = self._groups, self._hash, self._keys
+        for i, key in zip(trials, keys):
+            old = held[i]
+            group = groups[old]
+            group.take(i, hashes[i])
+            if not group.rows:
+                del groups[old]
+            held[i] = key
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = _Group()
+            group.put(i, hashes[i])
+
+    def _group(self, trials: Iterable[int], keys: Iterable[tuple]) -> None:
+        """Put ``trials`` (new to the index) into the groups of their canonical ``keys``."""
+        groups, hashes = self._groups, self._hash
+        for i, key in zip(trials, keys):
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = _Group()
+            group.put(i, hashes[i])
 
     def _settings_index(self, j: int, rule: _GeneRule | None) -> _AtSettings | None:
         """The index of the trials per setting of gene ``j``'s switches (those of ``rule``)."""
@@ -575,17 +609,17 @@ class _Gene:
         if regrouped:  # settings of new switches: group every pair again
             self.keyed_by, self.pairs, self.blocked, self.classes = sw, {}, {}, {}
             new_same, new_diff = same, diff
-        dirty: set[tuple] = set()
-        if new_same:
-            keys = map(tuple, rows[[e[2] for e in new_same]][:, sw].tolist())
-            for (a, b, _, _), key in zip(new_same, keys, strict=True):
-                self.pairs.setdefault(key, set()).add((a, b))
-                dirty.add(key)
-        if new_diff:
-            keys = map(tuple, rows[[e[2] for e in new_diff]][:, sw].tolist())
-            for (a, b, _, _), key in zip(new_diff, keys, strict=True):
-                self.blocked.setdefault(key, set()).add((a, b))
-                dirty.add(key)
+        dirty: set[tuple] = set()  # settings with a pair not seen there before: classes to merge again
+        for entries, into in ((new_same, self.pairs), (new_diff, self.blocked)):
+            if entries:
+                keys = map(tuple, rows[[e[2] for e in entries]][:, sw].tolist())
+                for (a, b, _, _), key in zip(entries, keys, strict=True):
+                    pairs = into.get(key)
+                    if pairs is None:
+                        pairs = into[key] = set()
+                    if (a, b) not in pairs:
+                        pairs.add((a, b))
+                        dirty.add(key)
         ordered = model._is_ordered(j)
         for key in dirty:
             if key in self.pairs:
@@ -619,9 +653,8 @@ class _Gene:
     def _settings(rows: np.ndarray, width: int, new: set[int], into: set[int], vals: list[set[float]]) -> None:
         if new:
             into.update(new)
-            block = rows[sorted(new), :width]
-            for q in range(width):
-                vals[q].update(block[:, q].tolist())
+            for q, col in enumerate(rows[sorted(new), :width].T.tolist()):
+                vals[q].update(col)
 
     def _whole(self, model: BinaryModel, j: int, width: int) -> tuple[int, np.ndarray, bool] | None:
         """Where gene ``j`` is inert as a whole: (-1, ...) everywhere, (q, settings, interval)
@@ -674,9 +707,15 @@ class _Context:
             for q, (col, starts) in enumerate(zip(block.T, first.T, strict=True)):
                 at = np.flatnonzero(starts)
                 self._count(q, col[at].tolist(), np.diff(np.append(at, len(col))).tolist())
-        else:
+        else:  # a few trials: counted one by one, each column in one loop
+            values, lo, hi = self.values, self.lo, self.hi
             for q, col in enumerate(block.T.tolist()):
-                self._count(q, col, [1] * len(col))
+                counts, low, high = values[q], lo[q], hi[q]
+                for v in col:
+                    counts[v] = counts.get(v, 0) + 1
+                    if v >= 0:
+                        low, high = min(low, v), max(high, v)
+                lo[q], hi[q] = low, high
 
     def _count(self, q: int, settings: list[float], many: list[int]) -> None:
         counts = self.values[q]
@@ -689,15 +728,20 @@ class _Context:
         """Trials ``trials`` changed their canonical setting of column ``q``."""
         if q >= len(self.values) or self.rows.isdisjoint(trials):
             return
-        counts = self.values[q]
+        counts, rows, low, high = self.values[q], self.rows, self.lo[q], self.hi[q]
         gone = False
         for i, a, b in zip(trials, before, after, strict=True):
-            if i in self.rows:
-                counts[a] -= 1
-                if not counts[a]:
+            if i in rows:
+                left = counts[a] - 1
+                if left:
+                    counts[a] = left
+                else:
                     del counts[a]
                     gone = True
-                self._count(q, [b], [1])
+                counts[b] = counts.get(b, 0) + 1
+                if b >= 0:
+                    low, high = min(low, b), max(high, b)
+        self.lo[q], self.hi[q] = low, high
         if gone:
             self.lo[q] = min((v for v in counts if v >= 0), default=np.inf)
             self.hi[q] = max((v for v in counts if v >= 0), default=-np.inf)
@@ -741,26 +785,39 @@ def _deciders(
 class _Group:
     """The indexed trials with one canonical setting: their rows and binaries."""
 
-    __slots__ = ("rows", "hashes", "first")
+    __slots__ = ("rows", "hashes", "_first")
 
     def __init__(self) -> None:
         self.rows: set[int] = set()
         self.hashes: dict[int, int] = {}
-        self.first = -1
+        self._first: int | None = -1  # None: to be found again (the first one left)
+
+    @property
+    def first(self) -> int:
+        """The earliest trial of the group (-1 when empty); found again only when asked after
+        the earliest one left (trials move in and out of a group many times between questions)."""
+        if self._first is None:
+            self._first = min(self.rows) if self.rows else -1
+        return self._first
 
     def put(self, i: int, h: int) -> None:
         self.rows.add(i)
-        self.hashes[h] = self.hashes.get(h, 0) + 1
-        if self.first < 0 or i < self.first:
-            self.first = i
+        hashes = self.hashes
+        hashes[h] = hashes.get(h, 0) + 1
+        first = self._first
+        if first is not None and (first < 0 or i < first):
+            self._first = i
 
     def take(self, i: int, h: int) -> None:
         self.rows.discard(i)
-        self.hashes[h] -= 1
-        if not self.hashes[h]:
-            del self.hashes[h]
-        if i == self.first:
-            self.first = min(self.rows) if self.rows else -1
+        hashes = self.hashes
+        left = hashes[h] - 1
+        if left:
+            hashes[h] = left
+        else:
+            del hashes[h]
+        if i == self._first:
+            self._first = None
 
 
 class _GeneRule:
@@ -973,24 +1030,31 @@ def _merge(
 
 
 def _evidence_one_by_one(
-    rows: np.ndarray, hid: np.ndarray, done: int, near: Neighbours
+    rows: np.ndarray, cols: np.ndarray, hid: np.ndarray, done: int, near: Neighbours
 ) -> tuple[np.ndarray, np.ndarray]:
     """The evidence of trials ``done`` onwards against every earlier one, trial by trial (a few
     new trials), comparing each only with the partners ``near`` finds: see
-    :func:`_evidence_at_once`."""
+    :func:`_evidence_at_once`.  ``cols``: ``rows`` transposed (at least up to the last trial)."""
     same: list[tuple[int, int, int, int]] = []
     diff: list[tuple[int, int, int]] = []
+    count = np.uint8 if len(cols) < 256 else np.int64  # genes that differ, per earlier trial
     for k in range(done, len(rows)):
+        row = rows[k]
         at = near.same_binary(int(hid[k]), k)
-        gap = rows[at] != rows[k]
-        nd = gap.sum(axis=1)
-        for p in np.flatnonzero((nd >= 1) & (nd <= _SAME_MAX_GENES)).tolist():
-            same.extend((k, 0, int(at[p]), j) for j in np.flatnonzero(gap[p]).tolist())
-        at = near.one_apart(rows, k)
-        gap = rows[:k] != rows[k] if at is None else rows[at] != rows[k]
-        other = (hid[:k] if at is None else hid[at]) != hid[k]
-        for p in np.flatnonzero(other & (gap.sum(axis=1) == 1)).tolist():
-            diff.append((k, p if at is None else int(at[p]), int(np.flatnonzero(gap[p])[0])))
+        apart = near.one_apart(rows, k)
+        if apart is None:  # every earlier trial is compared: that comparison serves both kinds
+            nd_all = np.add.reduce((cols[:, :k] != cols[:, k : k + 1]).view(np.uint8), axis=0, dtype=count)
+            nd = nd_all[at]
+        else:
+            nd = np.count_nonzero(rows[at] != row, axis=1)
+        for i in at[(nd >= 1) & (nd <= _SAME_MAX_GENES)].tolist():
+            same.extend((k, 0, i, j) for j in np.flatnonzero(rows[i] != row).tolist())
+        if apart is None:
+            one = np.flatnonzero((nd_all == 1) & (hid[:k] != hid[k]))
+        else:
+            one = apart[(np.count_nonzero(rows[apart] != row, axis=1) == 1) & (hid[apart] != hid[k])]
+        for i in one.tolist():
+            diff.append((k, i, int(np.flatnonzero(rows[i] != row)[0])))
     return np.array(same, dtype=np.int64).reshape(-1, 4), np.array(diff, dtype=np.int64).reshape(-1, 3)
 
 
