@@ -300,7 +300,7 @@ class BinaryModel:
                 col = self._rows[:m, j]
             else:
                 self._rules[j] = rule
-                col = rule.column(self._rows[:m] if at is None else self._rows[at], j)
+                col = rule.column(self._rows[:m], j) if at is None else rule.part().column(self._rows[at], j)
             if at is None:
                 changed = np.nonzero(col != self._canon_rows[:m, j])[0]
                 col_changed = col[changed]
@@ -824,7 +824,7 @@ class _GeneRule:
     """How one gene's values are canonicalised: value classes per setting of its switches, and
     where the gene is inert as a whole."""
 
-    __slots__ = ("switches", "maps", "whole", "changed", "_table")
+    __slots__ = ("switches", "maps", "whole", "changed", "_table", "_single")
 
     def __init__(
         self,
@@ -837,6 +837,15 @@ class _GeneRule:
         previous rule (None: any)."""
         self.switches, self.maps, self.whole, self.changed = switches, maps, whole, changed
         self._table: _ClassTable | None = None
+        self._single: tuple[np.ndarray, ...] | None = None  # without switches: the classes as sorted arrays
+
+    def part(self) -> _GeneRule:
+        """This rule with the classes of the settings in ``changed`` only: the same column for the
+        rows at those settings (what :func:`_rows_to_redo` returns), with a table of a few
+        settings instead of hundreds."""
+        if self.changed is None or len(self.changed) >= len(self.maps):
+            return self
+        return _GeneRule(self.switches, {k: self.maps[k] for k in self.changed if k in self.maps}, self.whole)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _GeneRule):
@@ -855,21 +864,25 @@ class _GeneRule:
         look-up of (setting of the switches, value) in the classes of every setting at once."""
         col = rows[:, j]
         out = col.copy()
-        if self.switches and len(rows) > _FEW_ROWS:
+        if self.switches and self.maps and len(rows) > _FEW_ROWS:
             if self._table is None:
                 self._table = _ClassTable(self.maps)
             out = self._table.lookup(self._table.key_of(rows[:, self.switches]), col)
-        elif self.switches:  # a few candidates: row by row
+        elif self.switches and self.maps:  # a few candidates: row by row
             values = col.tolist()
             for i, key in enumerate(map(tuple, rows[:, self.switches].tolist())):
                 for lo, hi, c in self.maps.get(key, ()):
                     if lo <= values[i] <= hi:
                         out[i] = c
                         break
-        else:
-            for classes in self.maps.values():  # one setting: a few classes, disjoint
-                for lo, hi, c in classes:
-                    out[(col >= lo) & (col <= hi)] = c
+        elif not self.switches:  # one setting: a few classes, disjoint ranges
+            if self._single is None:
+                classes = sorted(c for cs in self.maps.values() for c in cs)
+                self._single = tuple(np.array(v, dtype=float) for v in zip(*classes, strict=True)) if classes else ()
+            if self._single:  # per value: the class with the highest low at or below it, if it reaches it
+                lo, hi, code = self._single
+                at = np.maximum(np.searchsorted(lo, col, side="right") - 1, 0)
+                out = np.where((lo[at] <= col) & (col <= hi[at]), code[at], col)
         if self.whole is not None:
             q, settings, interval = self.whole
             if q < 0:
