@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ciq_optuna.samplers import _binaries
-from ciq_optuna.samplers._binaries import _GeneRule, _merge
+from ciq_optuna.samplers._binaries import BinaryModel, _GeneRule, _merge
 from ciq_optuna.samplers._neighbours import _REBUILD, Neighbours
 
 
@@ -56,3 +56,31 @@ def test_rule_without_switches_canonicalises_as_class_by_class() -> None:
             assert got.tolist() == want.tolist(), (classes, rows[:, 1].tolist())
             checked += 1
     assert checked > 300
+
+
+def test_groups_kept_as_trials_move_equal_groups_made_afresh() -> None:
+    """Gene 0 matters only where gene 2 is 1, gene 1 in halves and only where gene 3 is at most 2:
+    as evidence comes a few trials at a time, rules change and trials move between groups."""
+    rng = np.random.default_rng(5)
+    m = BinaryModel()
+    m.set_ordered([False, True, False, False, False])
+    sizes = np.array([4, 8, 3, 5, 6])
+    moved = 0
+    for number in range(500):
+        row = (rng.random(5) * sizes).astype(int).astype(float)
+        a, b, c, d, _ = row.astype(int).tolist()
+        m.add(row, f"{a if c == 1 else 0}-{b // 4 if d <= 2 else 0}-{c}-{d}", number)
+        if number % 3 == 2:
+            before = list(m._keys)
+            m.predict(row[None, :])
+            moved += sum(k != key for k, key in zip(before, m._keys))
+            fresh: dict[tuple, tuple[set[int], dict[int, int]]] = {}
+            for i, key in enumerate(m._keys):
+                rows, hashes = fresh.setdefault(key, (set(), {}))
+                rows.add(i)
+                hashes[m._hash[i]] = hashes.get(m._hash[i], 0) + 1
+            assert set(m._groups) == set(fresh)
+            for key, (rows, hashes) in fresh.items():
+                group = m._groups[key]
+                assert group.rows == rows and group.hashes == hashes and group.first == min(rows)
+    assert moved > 50

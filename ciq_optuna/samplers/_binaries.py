@@ -30,6 +30,7 @@ generalisation that made it.
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -725,26 +726,33 @@ class _Context:
                 self.lo[q], self.hi[q] = min(self.lo[q], v), max(self.hi[q], v)
 
     def move(self, q: int, trials: list[int], before: list[float], after: list[float]) -> None:
-        """Trials ``trials`` changed their canonical setting of column ``q``."""
-        if q >= len(self.values) or self.rows.isdisjoint(trials):
+        """Trials ``trials`` changed their canonical setting of column ``q``.  Counted per
+        setting, not per trial: the trials a rule change moves mostly go from one or two settings
+        to one (a merge of two classes)."""
+        rows = self.rows
+        if q >= len(self.values) or rows.isdisjoint(trials):
             return
-        counts, rows, low, high = self.values[q], self.rows, self.lo[q], self.hi[q]
+        if not rows.issuperset(trials):
+            inside = [k for k, i in enumerate(trials) if i in rows]
+            before, after = [before[k] for k in inside], [after[k] for k in inside]
+        counts = self.values[q]
         gone = False
-        for i, a, b in zip(trials, before, after, strict=True):
-            if i in rows:
-                left = counts[a] - 1
-                if left:
-                    counts[a] = left
-                else:
-                    del counts[a]
-                    gone = True
-                counts[b] = counts.get(b, 0) + 1
-                if b >= 0:
-                    low, high = min(low, b), max(high, b)
-        self.lo[q], self.hi[q] = low, high
-        if gone:
+        for a, c in Counter(before).items():
+            left = counts[a] - c
+            if left:
+                counts[a] = left
+            else:
+                del counts[a]
+                gone = True
+        for b, c in Counter(after).items():
+            counts[b] = counts.get(b, 0) + c
+        if gone:  # a setting left: the range again from those that remain
             self.lo[q] = min((v for v in counts if v >= 0), default=np.inf)
             self.hi[q] = max((v for v in counts if v >= 0), default=-np.inf)
+        else:
+            present = [b for b in after if b >= 0]
+            if present:
+                self.lo[q], self.hi[q] = min(self.lo[q], min(present)), max(self.hi[q], max(present))
 
 
 def _settings_in(rows: np.ndarray, q: list[int], settings: np.ndarray) -> np.ndarray:
