@@ -55,6 +55,8 @@ _BULK = 16
 _FEW_ROWS = 48
 # A rule change of at most this many switch settings recomputes only the trials at those settings.
 _FEW_SETTINGS = 32
+# Trials at at most this many settings are found by a comparison per setting (np.isin sorts).
+_FEW_KEYS = 8
 
 
 class BinaryModel:
@@ -1003,7 +1005,14 @@ class _AtSettings:
         if len(rows) > upto:
             self.hashes = np.concatenate([self.hashes, _row_hashes(rows[upto:, self.switches])])
         wanted = np.array(keys, dtype=float).reshape(len(keys), len(self.switches))
-        at = np.flatnonzero(np.isin(self.hashes[: len(rows)], _row_hashes(wanted)))
+        hashes, targets = self.hashes[: len(rows)], _row_hashes(wanted)
+        if 0 < len(targets) <= _FEW_KEYS:  # a pass per key: no sort of every trial's hash
+            hit = hashes == targets[0]
+            for h in targets[1:]:
+                hit |= hashes == h
+        else:
+            hit = np.isin(hashes, targets)
+        at = np.flatnonzero(hit)
         if not len(at):
             return at
         exact = set(map(tuple, wanted.tolist()))
