@@ -55,6 +55,8 @@ _BULK = 16
 _FEW_ROWS = 48
 # A rule change of at most this many switch settings recomputes only the trials at those settings.
 _FEW_SETTINGS = 32
+# A rule without switches with more classes than this looks values up in its sorted classes.
+_FEW_CLASSES = 3
 # Trials at at most this many settings are found by a comparison per setting (np.isin sorts).
 _FEW_KEYS = 8
 
@@ -885,14 +887,19 @@ class _GeneRule:
                     if lo <= values[i] <= hi:
                         out[i] = c
                         break
-        elif not self.switches:  # one setting: a few classes, disjoint ranges
+        elif not self.switches:  # one setting: classes that are disjoint ranges
             if self._single is None:
                 classes = sorted(c for cs in self.maps.values() for c in cs)
-                self._single = tuple(np.array(v, dtype=float) for v in zip(*classes, strict=True)) if classes else ()
+                many = len(classes) > _FEW_CLASSES
+                self._single = tuple(np.array(v, dtype=float) for v in zip(*classes, strict=True)) if many else ()
             if self._single:  # per value: the class with the highest low at or below it, if it reaches it
                 lo, hi, code = self._single
                 at = np.maximum(np.searchsorted(lo, col, side="right") - 1, 0)
                 out = np.where((lo[at] <= col) & (col <= hi[at]), code[at], col)
+            else:
+                for classes in self.maps.values():
+                    for lo, hi, c in classes:
+                        out[(col >= lo) & (col <= hi)] = c
         if self.whole is not None:
             q, settings, interval = self.whole
             if q < 0:
