@@ -1,7 +1,7 @@
 """Cost per trial of the GeneticSampler's binary model (``samplers/_binaries.py``) in a large study.
 
     nice -n 10 python benchmarks/binary_model_cost.py --fill FILL.db [--sizes 100 1000 5000] [--steps 20] \
-        [--batch 1 4] [--profile OUT] [--base ROOT --pairs 3]
+        [--batch 1 4] [--profile OUT] [--base ROOT --pairs 3] [--counts]
     nice -n 10 python benchmarks/binary_model_cost.py --fill FILL.db --make-tuned TUNED.db [--size 1000] \
         [--workers 4] [--chunk 60]
     nice -n 10 python benchmarks/binary_model_cost.py --fill TUNED.db --study-name workers --sizes 1008 ...
@@ -21,7 +21,9 @@ shared machine moves wall-clock times with its load, CPU time much less).  The c
 whatever ``ciq_optuna`` the interpreter imports (PYTHONPATH), so the same script measures two
 versions side by side.  ``--profile OUT``: the measured steps also run under cProfile, its stats
 written to ``OUT-<size>-b<batch>.prof`` (the timings then include cProfile's overhead).
-``--base ROOT --pairs N``: N alternated pairs of runs, the code of a base tree (``git archive BASE
+``--counts``: per ask, what the model did (updates, rebuilds from scratch, rule derivations,
+trials moved between groups of canonical settings, doubt checks; timings then include the
+counting).  ``--base ROOT --pairs N``: N alternated pairs of runs, the code of a base tree (``git archive BASE
 | tar -x -C ROOT``) against this tree's (the pairs alternate which runs first), each run a
 subprocess; then per size and batch the medians and the per-pair new/base ratios, and whether
 every run asked the same trials (a digest of the asked trials' parameters and user attributes).
@@ -133,6 +135,36 @@ def paired(args: argparse.Namespace) -> None:
         print(f"| {size} | {batch} | " + " | ".join(cells) + " |")
 
 
+def _counted_model() -> dict[str, int]:
+    """Count, per call of the model's update (``_refresh``): rebuilds from scratch, rule
+    derivations (``_rule``), and trials whose canonical settings changed (moved between groups);
+    and the doubt checks of predictions (``_untested``).  Works on any version of the model that
+    has these methods; slows it down (a copy of every trial's key per update)."""
+    counts = {"updates": 0, "rebuilds": 0, "rules derived": 0, "trials moved": 0, "doubt checks": 0}
+    refresh, rule, untested = _binaries.BinaryModel._refresh, _binaries.BinaryModel._rule, _binaries.BinaryModel._untested
+
+    def counted_refresh(self):  # noqa: ANN001, ANN202
+        stale, before = self._stale, list(self._keys)
+        refresh(self)
+        counts["updates"] += 1
+        counts["rebuilds"] += stale
+        if not stale:
+            counts["trials moved"] += sum(a != b for a, b in zip(before, self._keys))
+
+    def counted_rule(self, *a):  # noqa: ANN001, ANN002, ANN202
+        counts["rules derived"] += 1
+        return rule(self, *a)
+
+    def counted_untested(self, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        counts["doubt checks"] += 1
+        return untested(self, *a, **kw)
+
+    _binaries.BinaryModel._refresh = counted_refresh
+    _binaries.BinaryModel._rule = counted_rule
+    _binaries.BinaryModel._untested = counted_untested
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fill", required=True, help="overhead.py's fill cache (SQLite, study 'fill')")
@@ -146,6 +178,7 @@ def main() -> None:
     parser.add_argument("--base", help="root of a base tree: alternate runs of it and of this tree, --pairs times")
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--batch", type=int, nargs="+", default=[1], help="fill trials added per ask")
+    parser.add_argument("--counts", action="store_true", help="print what the model did per ask instead of timings")
     parser.add_argument("--profile", help="write cProfile stats of the measured steps to PROFILE-<size>-b<batch>.prof")
     args = parser.parse_args()
     if args.base:
@@ -158,6 +191,7 @@ def main() -> None:
         make_tuned(pool, Path(args.make_tuned), args.size, args.workers, args.chunk)
         return
     spent = _timed_model()
+    counts = _counted_model() if args.counts else None
     print(f"# {_binaries.__file__}")
     print("| trials in study | batch | binary model ms/ask (median) | ask ms (median) | first read s | steps "
           "| proposals (digest) |")
@@ -173,6 +207,8 @@ def main() -> None:
             first = time.process_time() - start
             profiler = cProfile.Profile() if args.profile else None
             model, asks = [], []
+            if counts is not None:
+                counts.update(dict.fromkeys(counts, 0))
             digest = hashlib.sha256()
             for i in range(args.steps):
                 study.add_trials(pool[size + i * batch : size + (i + 1) * batch])
@@ -187,6 +223,9 @@ def main() -> None:
                 model.append(sum(spent))
                 digest.update(json.dumps([trial.params, trial.user_attrs], sort_keys=True, default=str).encode())
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            if counts is not None:
+                print(f"# {size} trials, batch {batch}, per ask over {args.steps} asks: "
+                      + ", ".join(f"{k} {v / args.steps:.2f}" for k, v in counts.items()), flush=True)
             if profiler is not None:
                 profiler.dump_stats(f"{args.profile}-{size}-b{batch}.prof")
             print(
