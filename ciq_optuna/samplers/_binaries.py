@@ -30,8 +30,7 @@ generalisation that made it.
 from __future__ import annotations
 
 import functools
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -55,10 +54,6 @@ _BULK = 16
 _FEW_ROWS = 48
 # A rule change of at most this many switch settings recomputes only the trials at those settings.
 _FEW_SETTINGS = 32
-# A rule without switches with more classes than this looks values up in its sorted classes.
-_FEW_CLASSES = 3
-# Trials at at most this many settings are found by a comparison per setting (np.isin sorts).
-_FEW_KEYS = 8
 
 
 class BinaryModel:
@@ -101,8 +96,6 @@ class BinaryModel:
         self._n_shapes = 0
         self._shape_width = 0
         self._near = Neighbours()
-        self._cols = np.empty((0, 0))  # the used columns of the rows, transposed (see _columns)
-        self._cols_n = 0
 
     @property
     def active(self) -> bool:
@@ -199,12 +192,11 @@ class BinaryModel:
         if done == n:
             return
         self._absorbed = n
-        # the columns no compiled trial used are absent (-1) in every row: no evidence there
-        rows, hid = self._rows[:n, : self._width], self._hid[:n]
+        rows, hid = self._rows[:n], self._hid[:n]
         if n - done > _BULK:
             same, diff = _evidence_at_once(rows, hid, done)
         else:
-            same, diff = _evidence_one_by_one(rows, self._columns(n), hid, done, self._near)
+            same, diff = _evidence_one_by_one(rows, hid, done, self._near)
         confirmed = [
             (k, src)
             for k, src in enumerate(self._src[done:n], start=done)
@@ -229,19 +221,6 @@ class BinaryModel:
         for k, i, j in diff.tolist():
             self._diff.setdefault(j, []).append((*_pair(rows[i, j], rows[k, j]), i, k))
             self._dirty.add(j)
-
-    def _columns(self, n: int) -> np.ndarray:
-        """The first ``n`` trials' settings of the used columns, one column per row (contiguous,
-        so comparing one trial with every earlier one sums across a few long rows), extended as
-        trials come and made again when the width or the room changes."""
-        cols, upto, width = self._cols, self._cols_n, self._width
-        if len(cols) != width or cols.shape[1] < n:
-            cols = self._cols = np.empty((width, max(2 * n, 64)))
-            upto = 0
-        if upto < n:
-            cols[:, upto:n] = self._rows[upto:n, :width].T
-            self._cols_n = n
-        return cols
 
     def wrong_prediction(self, codes: np.ndarray, source_number: int) -> None:
         """A checked candidate gave another binary than predicted: every value change between
@@ -286,8 +265,10 @@ class BinaryModel:
             self._rules = {j: r for j in self._same if (r := self._rule(j)) is not None}
             self._dirty.clear()
             self._canon = self._canonical(self._rows[:n])
-            self._keys, self._groups = list(map(tuple, self._canon.tolist())), {}
-            self._group(range(n), self._keys)
+            self._keys, self._groups = [], {}
+            for i, key in enumerate(map(tuple, self._canon.tolist())):
+                self._keys.append(key)
+                self._groups.setdefault(key, _Group()).put(i, self._hash[i])
             self._stale = False
             self._contexts.clear()
             self._at_settings.clear()
@@ -305,7 +286,7 @@ class BinaryModel:
                 col = self._rows[:m, j]
             else:
                 self._rules[j] = rule
-                col = rule.column(self._rows[:m], j) if at is None else rule.part().column(self._rows[at], j)
+                col = rule.column(self._rows[:m] if at is None else self._rows[at], j)
             if at is None:
                 changed = np.nonzero(col != self._canon_rows[:m, j])[0]
                 col_changed = col[changed]
@@ -318,9 +299,13 @@ class BinaryModel:
                 moved.update(changed.tolist())
                 moves.append((j, changed.tolist(), before.tolist(), col_changed.tolist()))
         self._dirty.clear()
-        if moved:
-            order = list(moved)
-            self._regroup(order, map(tuple, self._canon[order].tolist()))
+        for i in moved:
+            key = tuple(self._canon_rows[i].tolist())
+            self._groups[self._keys[i]].take(i, self._hash[i])
+            if not self._groups[self._keys[i]].rows:
+                del self._groups[self._keys[i]]
+            self._keys[i] = key
+            self._groups.setdefault(key, _Group()).put(i, self._hash[i])
         if n > m:
             canon = self._canonical(self._rows[m:n])
             if n > len(self._canon) or canon.shape[1] != self._canon.shape[1]:  # room doubles
@@ -329,36 +314,12 @@ class BinaryModel:
                     grown[:m] = self._canon[:m]
                 self._canon = grown
             self._canon[m:n] = canon
-            keys = list(map(tuple, canon.tolist()))
-            self._keys.extend(keys)
-            self._group(range(m, n), keys)
+            for i, key in enumerate(map(tuple, canon.tolist()), start=m):
+                self._keys.append(key)
+                self._groups.setdefault(key, _Group()).put(i, self._hash[i])
         for ctx in self._contexts.values():  # the trials that moved, in the contexts holding them
             for move in moves:
                 ctx.move(*move)
-
-    def _regroup(self, trials: list[int], keys: Iterable[tuple]) -> None:
-        """Move ``trials`` (indexed) from their groups to those of their new canonical ``keys``."""
-        groups, hashes, held = self._groups, self._hash, self._keys
-        for i, key in zip(trials, keys):
-            old = held[i]
-            group = groups[old]
-            group.take(i, hashes[i])
-            if not group.rows:
-                del groups[old]
-            held[i] = key
-            group = groups.get(key)
-            if group is None:
-                group = groups[key] = _Group()
-            group.put(i, hashes[i])
-
-    def _group(self, trials: Iterable[int], keys: Iterable[tuple]) -> None:
-        """Put ``trials`` (new to the index) into the groups of their canonical ``keys``."""
-        groups, hashes = self._groups, self._hash
-        for i, key in zip(trials, keys):
-            group = groups.get(key)
-            if group is None:
-                group = groups[key] = _Group()
-            group.put(i, hashes[i])
 
     def _settings_index(self, j: int, rule: _GeneRule | None) -> _AtSettings | None:
         """The index of the trials per setting of gene ``j``'s switches (those of ``rule``)."""
@@ -614,17 +575,17 @@ class _Gene:
         if regrouped:  # settings of new switches: group every pair again
             self.keyed_by, self.pairs, self.blocked, self.classes = sw, {}, {}, {}
             new_same, new_diff = same, diff
-        dirty: set[tuple] = set()  # settings with a pair not seen there before: classes to merge again
-        for entries, into in ((new_same, self.pairs), (new_diff, self.blocked)):
-            if entries:
-                keys = map(tuple, rows[[e[2] for e in entries]][:, sw].tolist())
-                for (a, b, _, _), key in zip(entries, keys, strict=True):
-                    pairs = into.get(key)
-                    if pairs is None:
-                        pairs = into[key] = set()
-                    if (a, b) not in pairs:
-                        pairs.add((a, b))
-                        dirty.add(key)
+        dirty: set[tuple] = set()
+        if new_same:
+            keys = map(tuple, rows[[e[2] for e in new_same]][:, sw].tolist())
+            for (a, b, _, _), key in zip(new_same, keys, strict=True):
+                self.pairs.setdefault(key, set()).add((a, b))
+                dirty.add(key)
+        if new_diff:
+            keys = map(tuple, rows[[e[2] for e in new_diff]][:, sw].tolist())
+            for (a, b, _, _), key in zip(new_diff, keys, strict=True):
+                self.blocked.setdefault(key, set()).add((a, b))
+                dirty.add(key)
         ordered = model._is_ordered(j)
         for key in dirty:
             if key in self.pairs:
@@ -658,8 +619,9 @@ class _Gene:
     def _settings(rows: np.ndarray, width: int, new: set[int], into: set[int], vals: list[set[float]]) -> None:
         if new:
             into.update(new)
-            for q, col in enumerate(rows[sorted(new), :width].T.tolist()):
-                vals[q].update(col)
+            block = rows[sorted(new), :width]
+            for q in range(width):
+                vals[q].update(block[:, q].tolist())
 
     def _whole(self, model: BinaryModel, j: int, width: int) -> tuple[int, np.ndarray, bool] | None:
         """Where gene ``j`` is inert as a whole: (-1, ...) everywhere, (q, settings, interval)
@@ -712,15 +674,9 @@ class _Context:
             for q, (col, starts) in enumerate(zip(block.T, first.T, strict=True)):
                 at = np.flatnonzero(starts)
                 self._count(q, col[at].tolist(), np.diff(np.append(at, len(col))).tolist())
-        else:  # a few trials: counted one by one, each column in one loop
-            values, lo, hi = self.values, self.lo, self.hi
+        else:
             for q, col in enumerate(block.T.tolist()):
-                counts, low, high = values[q], lo[q], hi[q]
-                for v in col:
-                    counts[v] = counts.get(v, 0) + 1
-                    if v >= 0:
-                        low, high = min(low, v), max(high, v)
-                lo[q], hi[q] = low, high
+                self._count(q, col, [1] * len(col))
 
     def _count(self, q: int, settings: list[float], many: list[int]) -> None:
         counts = self.values[q]
@@ -730,33 +686,21 @@ class _Context:
                 self.lo[q], self.hi[q] = min(self.lo[q], v), max(self.hi[q], v)
 
     def move(self, q: int, trials: list[int], before: list[float], after: list[float]) -> None:
-        """Trials ``trials`` changed their canonical setting of column ``q``.  Counted per
-        setting, not per trial: the trials a rule change moves mostly go from one or two settings
-        to one (a merge of two classes)."""
-        rows = self.rows
-        if q >= len(self.values) or rows.isdisjoint(trials):
+        """Trials ``trials`` changed their canonical setting of column ``q``."""
+        if q >= len(self.values) or self.rows.isdisjoint(trials):
             return
-        if not rows.issuperset(trials):
-            inside = [k for k, i in enumerate(trials) if i in rows]
-            before, after = [before[k] for k in inside], [after[k] for k in inside]
         counts = self.values[q]
         gone = False
-        for a, c in Counter(before).items():
-            left = counts[a] - c
-            if left:
-                counts[a] = left
-            else:
-                del counts[a]
-                gone = True
-        for b, c in Counter(after).items():
-            counts[b] = counts.get(b, 0) + c
-        if gone:  # a setting left: the range again from those that remain
+        for i, a, b in zip(trials, before, after, strict=True):
+            if i in self.rows:
+                counts[a] -= 1
+                if not counts[a]:
+                    del counts[a]
+                    gone = True
+                self._count(q, [b], [1])
+        if gone:
             self.lo[q] = min((v for v in counts if v >= 0), default=np.inf)
             self.hi[q] = max((v for v in counts if v >= 0), default=-np.inf)
-        else:
-            present = [b for b in after if b >= 0]
-            if present:
-                self.lo[q], self.hi[q] = min(self.lo[q], min(present)), max(self.hi[q], max(present))
 
 
 def _settings_in(rows: np.ndarray, q: list[int], settings: np.ndarray) -> np.ndarray:
@@ -797,46 +741,33 @@ def _deciders(
 class _Group:
     """The indexed trials with one canonical setting: their rows and binaries."""
 
-    __slots__ = ("rows", "hashes", "_first")
+    __slots__ = ("rows", "hashes", "first")
 
     def __init__(self) -> None:
         self.rows: set[int] = set()
         self.hashes: dict[int, int] = {}
-        self._first: int | None = -1  # None: to be found again (the first one left)
-
-    @property
-    def first(self) -> int:
-        """The earliest trial of the group (-1 when empty); found again only when asked after
-        the earliest one left (trials move in and out of a group many times between questions)."""
-        if self._first is None:
-            self._first = min(self.rows) if self.rows else -1
-        return self._first
+        self.first = -1
 
     def put(self, i: int, h: int) -> None:
         self.rows.add(i)
-        hashes = self.hashes
-        hashes[h] = hashes.get(h, 0) + 1
-        first = self._first
-        if first is not None and (first < 0 or i < first):
-            self._first = i
+        self.hashes[h] = self.hashes.get(h, 0) + 1
+        if self.first < 0 or i < self.first:
+            self.first = i
 
     def take(self, i: int, h: int) -> None:
         self.rows.discard(i)
-        hashes = self.hashes
-        left = hashes[h] - 1
-        if left:
-            hashes[h] = left
-        else:
-            del hashes[h]
-        if i == self._first:
-            self._first = None
+        self.hashes[h] -= 1
+        if not self.hashes[h]:
+            del self.hashes[h]
+        if i == self.first:
+            self.first = min(self.rows) if self.rows else -1
 
 
 class _GeneRule:
     """How one gene's values are canonicalised: value classes per setting of its switches, and
     where the gene is inert as a whole."""
 
-    __slots__ = ("switches", "maps", "whole", "changed", "_table", "_single")
+    __slots__ = ("switches", "maps", "whole", "changed", "_table")
 
     def __init__(
         self,
@@ -849,15 +780,6 @@ class _GeneRule:
         previous rule (None: any)."""
         self.switches, self.maps, self.whole, self.changed = switches, maps, whole, changed
         self._table: _ClassTable | None = None
-        self._single: tuple[np.ndarray, ...] | None = None  # without switches: the classes as sorted arrays
-
-    def part(self) -> _GeneRule:
-        """This rule with the classes of the settings in ``changed`` only: the same column for the
-        rows at those settings (what :func:`_rows_to_redo` returns), with a table of a few
-        settings instead of hundreds."""
-        if self.changed is None or len(self.changed) >= len(self.maps):
-            return self
-        return _GeneRule(self.switches, {k: self.maps[k] for k in self.changed if k in self.maps}, self.whole)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _GeneRule):
@@ -876,30 +798,21 @@ class _GeneRule:
         look-up of (setting of the switches, value) in the classes of every setting at once."""
         col = rows[:, j]
         out = col.copy()
-        if self.switches and self.maps and len(rows) > _FEW_ROWS:
+        if self.switches and len(rows) > _FEW_ROWS:
             if self._table is None:
                 self._table = _ClassTable(self.maps)
             out = self._table.lookup(self._table.key_of(rows[:, self.switches]), col)
-        elif self.switches and self.maps:  # a few candidates: row by row
+        elif self.switches:  # a few candidates: row by row
             values = col.tolist()
             for i, key in enumerate(map(tuple, rows[:, self.switches].tolist())):
                 for lo, hi, c in self.maps.get(key, ()):
                     if lo <= values[i] <= hi:
                         out[i] = c
                         break
-        elif not self.switches:  # one setting: classes that are disjoint ranges
-            if self._single is None:
-                classes = sorted(c for cs in self.maps.values() for c in cs)
-                many = len(classes) > _FEW_CLASSES
-                self._single = tuple(np.array(v, dtype=float) for v in zip(*classes, strict=True)) if many else ()
-            if self._single:  # per value: the class with the highest low at or below it, if it reaches it
-                lo, hi, code = self._single
-                at = np.maximum(np.searchsorted(lo, col, side="right") - 1, 0)
-                out = np.where((lo[at] <= col) & (col <= hi[at]), code[at], col)
-            else:
-                for classes in self.maps.values():
-                    for lo, hi, c in classes:
-                        out[(col >= lo) & (col <= hi)] = c
+        else:
+            for classes in self.maps.values():  # one setting: a few classes, disjoint
+                for lo, hi, c in classes:
+                    out[(col >= lo) & (col <= hi)] = c
         if self.whole is not None:
             q, settings, interval = self.whole
             if q < 0:
@@ -1012,14 +925,7 @@ class _AtSettings:
         if len(rows) > upto:
             self.hashes = np.concatenate([self.hashes, _row_hashes(rows[upto:, self.switches])])
         wanted = np.array(keys, dtype=float).reshape(len(keys), len(self.switches))
-        hashes, targets = self.hashes[: len(rows)], _row_hashes(wanted)
-        if 0 < len(targets) <= _FEW_KEYS:  # a pass per key: no sort of every trial's hash
-            hit = hashes == targets[0]
-            for h in targets[1:]:
-                hit |= hashes == h
-        else:
-            hit = np.isin(hashes, targets)
-        at = np.flatnonzero(hit)
+        at = np.flatnonzero(np.isin(self.hashes[: len(rows)], _row_hashes(wanted)))
         if not len(at):
             return at
         exact = set(map(tuple, wanted.tolist()))
@@ -1067,31 +973,24 @@ def _merge(
 
 
 def _evidence_one_by_one(
-    rows: np.ndarray, cols: np.ndarray, hid: np.ndarray, done: int, near: Neighbours
+    rows: np.ndarray, hid: np.ndarray, done: int, near: Neighbours
 ) -> tuple[np.ndarray, np.ndarray]:
     """The evidence of trials ``done`` onwards against every earlier one, trial by trial (a few
     new trials), comparing each only with the partners ``near`` finds: see
-    :func:`_evidence_at_once`.  ``cols``: ``rows`` transposed (at least up to the last trial)."""
+    :func:`_evidence_at_once`."""
     same: list[tuple[int, int, int, int]] = []
     diff: list[tuple[int, int, int]] = []
-    count = np.uint8 if len(cols) < 256 else np.int64  # genes that differ, per earlier trial
     for k in range(done, len(rows)):
-        row = rows[k]
         at = near.same_binary(int(hid[k]), k)
-        apart = near.one_apart(rows, k)
-        if apart is None:  # every earlier trial is compared: that comparison serves both kinds
-            nd_all = np.add.reduce((cols[:, :k] != cols[:, k : k + 1]).view(np.uint8), axis=0, dtype=count)
-            nd = nd_all[at]
-        else:
-            nd = np.count_nonzero(rows[at] != row, axis=1)
-        for i in at[(nd >= 1) & (nd <= _SAME_MAX_GENES)].tolist():
-            same.extend((k, 0, i, j) for j in np.flatnonzero(rows[i] != row).tolist())
-        if apart is None:
-            one = np.flatnonzero((nd_all == 1) & (hid[:k] != hid[k]))
-        else:
-            one = apart[(np.count_nonzero(rows[apart] != row, axis=1) == 1) & (hid[apart] != hid[k])]
-        for i in one.tolist():
-            diff.append((k, i, int(np.flatnonzero(rows[i] != row)[0])))
+        gap = rows[at] != rows[k]
+        nd = gap.sum(axis=1)
+        for p in np.flatnonzero((nd >= 1) & (nd <= _SAME_MAX_GENES)).tolist():
+            same.extend((k, 0, int(at[p]), j) for j in np.flatnonzero(gap[p]).tolist())
+        at = near.one_apart(rows, k)
+        gap = rows[:k] != rows[k] if at is None else rows[at] != rows[k]
+        other = (hid[:k] if at is None else hid[at]) != hid[k]
+        for p in np.flatnonzero(other & (gap.sum(axis=1) == 1)).tolist():
+            diff.append((k, p if at is None else int(at[p]), int(np.flatnonzero(gap[p])[0])))
     return np.array(same, dtype=np.int64).reshape(-1, 4), np.array(diff, dtype=np.int64).reshape(-1, 3)
 
 

@@ -347,7 +347,6 @@ class GeneticSampler(BaseGASampler):
         self._sorted: tuple[int, np.ndarray, list[float]] = (0, np.empty(0, dtype=np.int64), [])  # rows, order, values
         self._badness_cache: tuple[np.ndarray | None, np.ndarray] = (None, np.empty(0))
         self._binaries = BinaryModel()
-        self._ordered_n = -1  # genes the binary model was last told the ordering of
         self._keys: set[bytes] = set()
         self._keys_d = 0
         self._rules: list[tuple[int, int, np.ndarray]] = []
@@ -489,9 +488,7 @@ class GeneticSampler(BaseGASampler):
         if t.state != TrialState.COMPLETE or not isinstance(binary, str) or attrs.get("skipped_compile"):
             return
         row = self._x[self._n - 1, : len(self._names)]
-        if self._ordered_n != len(self._names):  # a gene's kind never changes: only new genes
-            self._binaries.set_ordered([self._genes[name].kind != "cat" for name in self._names])
-            self._ordered_n = len(self._names)
+        self._binaries.set_ordered([self._genes[name].kind != "cat" for name in self._names])
         predicted = attrs.get("predicted_binary")
         source = int(attrs["predicted_from"]) if predicted is not None and "predicted_from" in attrs else None
         if source is not None and predicted != binary:

@@ -24,8 +24,6 @@ class Neighbours:
 
     def __init__(self) -> None:
         self._by_binary: dict[int, list[int]] = {}
-        # per binary: its trials as an array (room to grow) and how many of them it holds
-        self._as_array: dict[int, tuple[np.ndarray, int]] = {}
         self._upto = 0  # trials in the sorted hashes
         self._width = -1  # columns of the rows they were made from
         self._keys = np.empty(0, dtype=np.uint64)  # masked hashes, sorted
@@ -37,15 +35,9 @@ class Neighbours:
         self._by_binary.setdefault(binary, []).append(k)
 
     def same_binary(self, binary: int, k: int) -> np.ndarray:
-        """The trials before ``k`` that gave ``binary``, ascending (a view: read only)."""
+        """The trials before ``k`` that gave ``binary``, ascending."""
         trials = self._by_binary.get(binary, [])
-        held, filled = self._as_array.get(binary, (None, 0))
-        if held is None or len(held) < len(trials):  # room doubles: one copy per doubling
-            held, filled = np.empty(max(2 * len(trials), 8), dtype=np.int64), 0
-        if filled < len(trials):
-            held[filled : len(trials)] = trials[filled:]
-            self._as_array[binary] = (held, len(trials))
-        return held[: bisect.bisect_left(trials, k)]
+        return np.array(trials[: bisect.bisect_left(trials, k)], dtype=np.int64)
 
     def one_apart(self, rows: np.ndarray, k: int) -> np.ndarray | None:
         """A superset of the trials before ``k`` whose settings differ from trial ``k``'s in one
