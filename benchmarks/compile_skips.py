@@ -3,6 +3,7 @@
     python benchmarks/compile_skips.py run --base /tmp/base --cases 1,3,5 --trials 64,128 \\
         --seeds 100:120 --compile-cache /tmp/ptxas-cache --out /tmp/skips.jsonl
     python benchmarks/compile_skips.py table /tmp/skips.jsonl
+    python benchmarks/compile_skips.py same /tmp/skips.jsonl
 
 ``run`` tunes each case of ``tune_examples.CASES`` (single objective) with the real ptxas, per
 budget and seed three times in a row, each in its own process: the binary-aware sampler of the
@@ -10,7 +11,8 @@ base tree (``--base``, put first on ``PYTHONPATH``), the binary-aware sampler of
 unaware sampler (``binary_attr=None``) of this tree; one JSON line per tune.  ``table`` prints,
 per case and budget, the medians over seeds: share of trials not compiled, compiles run, distinct
 binaries, configurations run twice, best value, runs as good as the unaware run of the same seed,
-and compiles until the unaware best was reached.
+and compiles until the unaware best was reached.  ``same`` says per seed whether the base and new
+tunes gave the same results (for changes meant to leave the proposals as they are).
 
 Ground truth: after each tune every skipped trial is compiled with its recorded flags (through
 ``--compile-cache`` when given; ptxas is deterministic) and its code hash compared with the
@@ -216,6 +218,24 @@ def pooled(rows: list[dict[str, Any]]) -> None:
         )
 
 
+def same(path: str) -> None:
+    """Per case, budget and seed: whether the base and new tunes gave the same results (every
+    field but the wall time: the compile counts, best value, progress to each best)."""
+    runs: dict[tuple[int, int, int], dict[str, dict[str, Any]]] = {}
+    for line in Path(path).read_text().splitlines():
+        r = json.loads(line)
+        runs.setdefault((r["case"], r["budget"], r["seed"]), {})[r["variant"]] = {
+            k: v for k, v in r.items() if k not in ("wall", "variant")
+        }
+    differ = 0
+    for (case, budget, seed), by in sorted(runs.items()):
+        if "base" in by and "new" in by:
+            ok = by["base"] == by["new"]
+            differ += not ok
+            print(f"case {case}, {budget} trials, seed {seed}: {'identical' if ok else 'DIFFERENT'}")
+    print("all identical" if not differ else f"{differ} different")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -237,11 +257,15 @@ def main() -> None:
     o.add_argument("--knob", action="append", default=[])
     t = sub.add_parser("table")
     t.add_argument("path")
+    s = sub.add_parser("same", help="whether base and new gave the same results, per seed")
+    s.add_argument("path")
     args = parser.parse_args()
     if args.cmd == "run":
         run(args)
     elif args.cmd == "one":
         print(json.dumps(one(args.case, args.budget, args.seed, args.variant == "unaware", args.compile_cache, args.knob)))
+    elif args.cmd == "same":
+        same(args.path)
     else:
         table(args.path)
 
