@@ -184,6 +184,33 @@ def test_conditional_parameters_deduplicated_on_what_is_used(caplog: pytest.LogC
     assert "all 20 distinct configurations" in caplog.text
 
 
+@pytest.mark.parametrize("seed", [2, 12])
+def test_open_plan_never_repeats_a_finished_configuration(seed: int) -> None:
+    # With the earliest-trials tie order, these seeds pick children that switch
+    # ``maxrregcount.passed`` on while the parent lacked ``maxrregcount``; the value that gene gets
+    # must not make the configuration one already run while an unseen one exists.
+    sampler = GeneticSampler(pool_size=4, seed=seed)
+    sampler._first_ties = 1
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(_conditional, n_trials=60)
+    complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    assert len({_config(t) for t in complete}) == len(complete) == 20
+
+
+def test_open_plans_of_parallel_workers_never_repeat_a_configuration(tmp_path) -> None:
+    # One worker until the condition is learnt (the very first trials of parallel workers are
+    # drawn at random), then four threads on one SQLite study: the gene a child switches on is
+    # part of the claim the other workers check theirs against, so no configuration runs twice.
+    storage = f"sqlite:///{tmp_path / 'ga.db'}"
+    sampler = GeneticSampler(pool_size=4, seed=12)
+    sampler._first_ties = 1
+    study = optuna.create_study(storage=storage, sampler=sampler)
+    study.optimize(_conditional, n_trials=8)
+    study.optimize(_conditional, n_trials=32, n_jobs=4)
+    complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    assert len({_config(t) for t in complete}) == len(complete) >= 16
+
+
 def test_generation_size_is_exact_with_16_threads_on_sqlite(tmp_path) -> None:
     storage = f"sqlite:///{tmp_path / 'ga.db'}"
     study = optuna.create_study(storage=storage, sampler=GeneticSampler(pool_size=8, seed=0))

@@ -48,6 +48,7 @@ CLAIM_ATTR = _KEY_ATTR
 _POOL_ATTR = "GeneticSampler:pool_size"
 _N_CANDIDATES = 64
 _CLAIM_TRIES = 8
+_COMPLETE_DRAWS = 64  # draws of a plan's open genes (see GeneticSampler._completed)
 _MIN_FRESH = 6
 _NICHE_RADIUS = 1.0
 _SURROGATE_WINDOW = 256  # default _window: rows the pick compares with (x4: distance table, explorers)
@@ -179,7 +180,10 @@ class GeneticSampler(BaseGASampler):
     in the queue) is never proposed.  Each trial's planned configuration is stored in the trial
     (system attribute ``GeneticSampler:key``); with a shared storage the worker reads all claims
     again after writing its own and plans again on a clash, so workers in other processes that plan
-    at the same moment cannot pick the same one.  Trials started before any trial with parameters
+    at the same moment cannot pick the same one.  A gene that the plan switches on but leaves out
+    (a child with ``x.passed`` True of a parent without ``x``) is drawn before the claim, again
+    while that makes a configuration already in the study, so the claim is what the objective
+    runs.  Trials started before any trial with parameters
     exists (the very first ones) are drawn at random.  When no unseen configuration is left, the
     sampler logs a warning, calls ``study.stop()`` (inside ``study.optimize``) and raises
     ``optuna.TrialPruned`` from the first ``suggest_*`` call of the trial, so ``study.optimize``
@@ -808,8 +812,14 @@ class GeneticSampler(BaseGASampler):
             self._learn_activation()
             self._tables()
             prediction = None
-            for _ in range(_CLAIM_TRIES):
+            for tries_left in range(_CLAIM_TRIES - 1, -1, -1):
                 plan, prediction = self._plan(trial.number, pool, fixed, taken)
+                if not fixed and not isinstance(plan, _Exhausted):
+                    done = self._completed(study, trial, plan, taken)
+                    if done is None and tries_left:  # every completion drawn is in the study: plan again
+                        taken.running.update(_keys(self._encode(plan)[None, :]))
+                        continue
+                    plan = done or plan
                 self._plans[trial_id_of(trial)] = plan
                 if isinstance(plan, _Exhausted):
                     _LOG.warning(plan.message)
@@ -828,6 +838,39 @@ class GeneticSampler(BaseGASampler):
                     taken.running.update(_keys(self._project(self._encode(other)[None, :])))
             if prediction is not None and not trial.user_attrs.get(_COMPILE_REQUIRED):
                 self._announce(study, trial, prediction)
+
+    def _open_genes(self, plan: dict[str, Any]) -> list[str]:
+        """Genes the plan leaves out although a learnt rule says its values switch them on (e.g.
+        ``x`` after ``x.passed`` became True in a child of a parent without ``x``): the objective
+        will ask for them."""
+        names = self._names
+        out = []
+        for j, q, off in self._rules:
+            if names[j] not in plan and names[q] in plan:
+                code = self._genes[names[q]].encode(plan[names[q]])
+                if not np.isin(code, off):
+                    out.append(names[j])
+        return out
+
+    def _completed(
+        self, study: Study, trial: FrozenTrial, plan: dict[str, Any], taken: _Taken
+    ) -> dict[str, Any] | None:
+        """The plan with its open genes (:meth:`_open_genes`, then those they switch on) drawn
+        now, before it is claimed, as the random sampler would draw them when the objective asks
+        (the first draw is the value the objective would have got), drawn again while the
+        configuration is in the study (finished, running or claimed): the claim is then the
+        whole configuration run, which other workers check theirs against.  None when each of
+        ``_COMPLETE_DRAWS`` draws was in the study."""
+        if not self._open_genes(plan):
+            return plan
+        for _ in range(_COMPLETE_DRAWS):
+            done = dict(plan)
+            while names := self._open_genes(done):
+                for name in names:
+                    done[name] = self._random.sample_independent(study, trial, name, self._genes[name].dist)
+            if _keys(self._encode(done)[None, :])[0] not in taken:
+                return done
+        return None
 
     def _announce(self, study: Study, trial: FrozenTrial, prediction: tuple[str, int, int]) -> None:
         """Tell the objective that this trial's binary is predicted to be one already compiled:
