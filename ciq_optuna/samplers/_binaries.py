@@ -672,7 +672,8 @@ class _Gene:
         whole = self._whole(model, j, width)
         if not self.classes and whole is None:
             return None
-        return _GeneRule(sw, dict(self.classes), whole, None if regrouped else dirty)
+        seen = np.array(sorted(v for v in self.seen if v >= 0)) if model.skip_open and whole is not None else None
+        return _GeneRule(sw, dict(self.classes), whole, None if regrouped else dirty, seen)
 
     def _switch(self, rows: np.ndarray, i: int, others: set[int], j: int) -> None:
         changed = (rows[list(others)] != rows[i]).any(axis=0)
@@ -830,7 +831,7 @@ class _GeneRule:
     """How one gene's values are canonicalised: value classes per setting of its switches, and
     where the gene is inert as a whole."""
 
-    __slots__ = ("switches", "maps", "whole", "changed", "_table")
+    __slots__ = ("switches", "maps", "whole", "changed", "seen", "_table")
 
     def __init__(
         self,
@@ -838,16 +839,27 @@ class _GeneRule:
         maps: dict[tuple, list[tuple[float, float, float]]],
         whole: tuple[int, np.ndarray, bool] | None,
         changed: set[tuple] | None = None,
+        seen: np.ndarray | None = None,
     ) -> None:
         """``changed``: the settings of the switches whose classes may differ from the gene's
-        previous rule (None: any)."""
+        previous rule (None: any); ``seen``: if given, inertness as a whole covers only these
+        values (those seen in inert changes), not values never tried nor the gene's absence: a
+        gene switched on or off changes with the genes that decide its presence (a cache
+        operator dead while another one is forced is alive without it), and a value never
+        tried of a multi-valued control may be the one that matters; an inert pair seen with the
+        absence still joins it to a value's class."""
         self.switches, self.maps, self.whole, self.changed = switches, maps, whole, changed
+        self.seen = seen
         self._table: _ClassTable | None = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _GeneRule):
             return NotImplemented
         if self.switches != other.switches or self.maps != other.maps:
+            return False
+        if (self.seen is None) != (other.seen is None) or (
+            self.seen is not None and not np.array_equal(self.seen, other.seen)
+        ):
             return False
         a, b = self.whole, other.whole
         if a is None or b is None:
@@ -879,11 +891,13 @@ class _GeneRule:
         if self.whole is not None:
             q, settings, interval = self.whole
             if q < 0:
-                out[:] = _ANY
+                inside = np.ones(len(col), dtype=bool)
             else:
                 ctx = rows[:, q]
                 inside = (ctx >= settings.min()) & (ctx <= settings.max()) if interval else np.isin(ctx, settings)
-                out[inside] = _ANY
+            if self.seen is not None:
+                inside &= np.isin(col, self.seen)
+            out[inside] = _ANY
         return out
 
 
@@ -958,6 +972,8 @@ def _rows_to_redo(
         return None
     a, b = old.whole, new.whole
     if (a is None) != (b is None) or (a is not None and (a[0] != b[0] or a[2] != b[2] or not np.array_equal(a[1], b[1]))):
+        return None
+    if old.seen is not None or new.seen is not None:  # the values inert as a whole changed
         return None
     looked = old.maps.keys() | new.maps.keys() if new.changed is None else new.changed
     keys = [key for key in looked if old.maps.get(key) != new.maps.get(key)]
