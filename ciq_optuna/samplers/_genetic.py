@@ -138,6 +138,10 @@ _LEARN_SHAPES = False
 # random sampler would draw it, and is predicted as completed; a row still open is not predicted
 # (BinaryModel.open_genes: the value drawn later is not the one predicted from; issue 10).
 _CLOSE_OPEN_PLANS = False
+# Binary-aware, the model's half of _CLOSE_OPEN_PLANS alone: plans stay as they are (no value drawn
+# into them), a row that leaves open a gene the objective asks for is not predicted, and inertness
+# as a whole covers only the values seen inert (measured, BENCHMARKS.md).
+_GUARD_OPEN = False
 
 
 def _generator(seed: int | None) -> np.random.Generator:
@@ -376,7 +380,8 @@ class GeneticSampler(BaseGASampler):
         self._sorted: tuple[int, np.ndarray, list[float]] = (0, np.empty(0, dtype=np.int64), [])  # rows, order, values
         self._badness_cache: tuple[np.ndarray | None, np.ndarray] = (None, np.empty(0))
         self._binaries = BinaryModel()
-        self._binaries.skip_open = _CLOSE_OPEN_PLANS
+        self._binaries.skip_open = _CLOSE_OPEN_PLANS or _GUARD_OPEN
+        self._fill_open = _CLOSE_OPEN_PLANS
         self._checks = CheckRates(self._check_rate, self._untested_check_rate, self._check_prior_wrong)
         self._keys: set[bytes] = set()
         self._keys_d = 0
@@ -997,7 +1002,7 @@ class GeneticSampler(BaseGASampler):
         """The plan of ``row`` and its prediction; with ``_CLOSE_OPEN_PLANS``, the genes it leaves
         open that the objective will ask for (BinaryModel.open_genes) are drawn now and the
         completed row is predicted: the plan is then the configuration the objective compiles."""
-        if not self._binaries.skip_open or not self._binaries.active:
+        if not self._fill_open or not self._binaries.active:
             return self._decode(row), prediction
         row = row.copy()
         for _ in range(len(self._names)):  # a gene drawn may open another (a switch, then its value)
