@@ -80,11 +80,12 @@ def _objective(trial: optuna.Trial) -> float:
     return (a - 3) ** 2 + (trial.params.get("level", 0) if passed else 0)
 
 
+@pytest.mark.parametrize("knob", ["_CLOSE_OPEN_PLANS", "_GUARD_OPEN"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_skips_of_completed_plans_are_right(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
-    """With the knob on, every skipped trial's real binary is the predicted one; skips still
+def test_skips_of_completed_plans_are_right(monkeypatch: pytest.MonkeyPatch, seed: int, knob: str) -> None:
+    """With either knob on, every skipped trial's real binary is the predicted one; skips still
     happen, each records its source, and a queued compile_required trial is compiled."""
-    monkeypatch.setattr(_genetic, "_CLOSE_OPEN_PLANS", True)
+    monkeypatch.setattr(_genetic, knob, True)
     study = optuna.create_study(sampler=GeneticSampler(seed=seed, pool_size=8, binary_attr="binary_hash"))
     study.optimize(_objective, n_trials=60)
     study.enqueue_trial({"a": 3, "passed": False, "fmad": True, "noise": "x"}, user_attrs={"compile_required": True})
