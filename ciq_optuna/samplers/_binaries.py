@@ -96,6 +96,8 @@ class BinaryModel:
         self._n_shapes = 0
         self._shape_width = 0
         self._near = Neighbours()
+        # predict nothing for a configuration that leaves open a gene the objective will ask for
+        self.skip_open = False
 
     @property
     def active(self) -> bool:
@@ -344,12 +346,17 @@ class BinaryModel:
         rows = self._present(self._fill(codes))
         if self._stale:  # the candidates had a gene no trial had
             self._refresh()
+        unknown = np.zeros(len(rows), dtype=bool)
+        if self.skip_open:
+            gaps = self.open_genes(rows)
+            if gaps.any():
+                unknown = self._close(rows, gaps)
         canon = self._canonical(rows)
         ordered = self._ordered_list()
         out: list[tuple[str, int, bool] | None] = []
-        for row, mine, key in zip(rows, canon, map(tuple, canon.tolist()), strict=True):
+        for row, mine, key, blind in zip(rows, canon, map(tuple, canon.tolist()), unknown.tolist(), strict=True):
             group = self._groups.get(key)
-            if group is None or len(group.hashes) > 1:
+            if blind or group is None or len(group.hashes) > 1:
                 out.append(None)
                 continue
             number = self._number[group.first]
@@ -361,6 +368,42 @@ class BinaryModel:
                 doubt += _APART
             out.append((self._hash_names[self._hash[group.first]], number, doubt))
         return out
+
+    def open_genes(self, rows: np.ndarray) -> np.ndarray:
+        """Per row (filled, as :meth:`_present` leaves it) and column: whether the row leaves
+        open (absent) a gene that the objective will ask for there: one present in every compiled
+        trial, or one whose presence condition says present at the row's settings of its deciding
+        genes.  The objective then draws that gene at random (a plan whose move switched a gene
+        on without its value), so its binary is not the one of a configuration without it."""
+        self._presence.conditions(self._shapes, self._n_shapes, self._shape_width)
+        seen = self._presence.seen
+        out = np.zeros(rows.shape, dtype=bool)
+        if seen is None:
+            return out
+        width = min(seen.shape[1], rows.shape[1])
+        always = np.flatnonzero(seen[0, :width] & ~seen[1, :width])
+        out[:, always] = rows[:, always] < 0
+        for j, q, on in self._presence.present_where():
+            out[:, j] |= (rows[:, j] < 0) & _settings_in(rows, q, on)
+        return out
+
+    def _close(self, rows: np.ndarray, gaps: np.ndarray) -> np.ndarray:
+        """``rows`` whose open genes (``gaps``, :meth:`open_genes`) are all inert as a whole
+        there get the first value of each (any value is one class); returns whether each row is
+        still open (not to be predicted: its binary depends on a value drawn later)."""
+        still = gaps.any(axis=1)
+        for i in np.flatnonzero(still).tolist():
+            row = rows[i].copy()
+            for j in np.flatnonzero(gaps[i]).tolist():
+                rule = self._rules.get(j)
+                row[j] = 0.0
+                if rule is None or rule.whole is None or rule.column(row[None, :], j)[0] != _ANY:
+                    break
+            else:
+                row = self._present(row[None, :])[0]
+                if not self.open_genes(row[None, :]).any():
+                    rows[i], still[i] = row, False
+        return still
 
     def project(self, codes: np.ndarray) -> np.ndarray:
         """``codes`` (absent = NaN) with the genes set absent that the compiled trials show would
@@ -424,6 +467,10 @@ class BinaryModel:
         ctx.extend(self._canon_rows, gene.s_order)
         return ctx
 
+    def present(self, codes: np.ndarray) -> np.ndarray:
+        """``codes`` (absent = NaN) filled (absent = -1) and as :meth:`_present` leaves them."""
+        return self._present(self._fill(codes))
+
     def _present(self, rows: np.ndarray) -> np.ndarray:
         """``rows`` with the genes set absent that the compiled trials show would not be
         suggested there (a parameter whose condition depends on one or two others, e.g. a
@@ -466,6 +513,7 @@ class _Presence:
         self._paired: set[int] = set()  # genes whose candidates are pairs (no single gene decides)
         self._out: list[tuple[int, list[int], dict[tuple, bool]]] = []
         self._absent: list[tuple[int, list[int], np.ndarray]] | None = None
+        self._on: list[tuple[int, list[int], np.ndarray]] | None = None
 
     def conditions(self, rows: np.ndarray, n: int, width: int) -> list[tuple[int, list[int], dict[tuple, bool]]]:
         if n == self._upto:
@@ -489,7 +537,7 @@ class _Presence:
                 self._candidates[j] = _deciders(rows[:n, :width], codes, j, 2)
                 self._paired.add(j)
         self._upto = n
-        self._out, self._absent = [], None
+        self._out, self._absent, self._on = [], None, None
         for j in sorted(self._candidates):
             best = None
             for qs, table in self._candidates[j]:
@@ -500,6 +548,21 @@ class _Presence:
             if best is not None:
                 self._out.append((j, list(best[0]), best[1]))
         return self._out
+
+    @property
+    def seen(self) -> np.ndarray | None:
+        """Per column: [present in some trial, absent in some trial] (None before any trial)."""
+        return self._present
+
+    def present_where(self) -> list[tuple[int, list[int], np.ndarray]]:
+        """As :meth:`absent_where`, the settings where the gene was present."""
+        if self._on is None:
+            self._on = []
+            for j, q, table in self._out:
+                on = [setting for setting, present in table.items() if present]
+                if on:
+                    self._on.append((j, q, np.array(on, dtype=float).reshape(1, len(on), len(q))))
+        return self._on
 
     def absent_where(self) -> list[tuple[int, list[int], np.ndarray]]:
         """Per condition of :meth:`conditions`: (gene, deciding genes, the settings of the
@@ -609,7 +672,8 @@ class _Gene:
         whole = self._whole(model, j, width)
         if not self.classes and whole is None:
             return None
-        return _GeneRule(sw, dict(self.classes), whole, None if regrouped else dirty)
+        seen = np.array(sorted(v for v in self.seen if v >= 0)) if model.skip_open and whole is not None else None
+        return _GeneRule(sw, dict(self.classes), whole, None if regrouped else dirty, seen)
 
     def _switch(self, rows: np.ndarray, i: int, others: set[int], j: int) -> None:
         changed = (rows[list(others)] != rows[i]).any(axis=0)
@@ -767,7 +831,7 @@ class _GeneRule:
     """How one gene's values are canonicalised: value classes per setting of its switches, and
     where the gene is inert as a whole."""
 
-    __slots__ = ("switches", "maps", "whole", "changed", "_table")
+    __slots__ = ("switches", "maps", "whole", "changed", "seen", "_table")
 
     def __init__(
         self,
@@ -775,16 +839,27 @@ class _GeneRule:
         maps: dict[tuple, list[tuple[float, float, float]]],
         whole: tuple[int, np.ndarray, bool] | None,
         changed: set[tuple] | None = None,
+        seen: np.ndarray | None = None,
     ) -> None:
         """``changed``: the settings of the switches whose classes may differ from the gene's
-        previous rule (None: any)."""
+        previous rule (None: any); ``seen``: if given, inertness as a whole covers only these
+        values (those seen in inert changes), not values never tried nor the gene's absence: a
+        gene switched on or off changes with the genes that decide its presence (a cache
+        operator dead while another one is forced is alive without it), and a value never
+        tried of a multi-valued control may be the one that matters; an inert pair seen with the
+        absence still joins it to a value's class."""
         self.switches, self.maps, self.whole, self.changed = switches, maps, whole, changed
+        self.seen = seen
         self._table: _ClassTable | None = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _GeneRule):
             return NotImplemented
         if self.switches != other.switches or self.maps != other.maps:
+            return False
+        if (self.seen is None) != (other.seen is None) or (
+            self.seen is not None and not np.array_equal(self.seen, other.seen)
+        ):
             return False
         a, b = self.whole, other.whole
         if a is None or b is None:
@@ -816,11 +891,13 @@ class _GeneRule:
         if self.whole is not None:
             q, settings, interval = self.whole
             if q < 0:
-                out[:] = _ANY
+                inside = np.ones(len(col), dtype=bool)
             else:
                 ctx = rows[:, q]
                 inside = (ctx >= settings.min()) & (ctx <= settings.max()) if interval else np.isin(ctx, settings)
-                out[inside] = _ANY
+            if self.seen is not None:
+                inside &= np.isin(col, self.seen)
+            out[inside] = _ANY
         return out
 
 
@@ -895,6 +972,8 @@ def _rows_to_redo(
         return None
     a, b = old.whole, new.whole
     if (a is None) != (b is None) or (a is not None and (a[0] != b[0] or a[2] != b[2] or not np.array_equal(a[1], b[1]))):
+        return None
+    if old.seen is not None or new.seen is not None:  # the values inert as a whole changed
         return None
     looked = old.maps.keys() | new.maps.keys() if new.changed is None else new.changed
     keys = [key for key in looked if old.maps.get(key) != new.maps.get(key)]
