@@ -71,6 +71,24 @@ def test_row_distances_equal_the_formula_bit_for_bit(direct_terms: int, pairwise
         assert np.array_equal(got, direct(cands, x[idx, :width], scale[:width], pairwise))
 
 
+@pytest.mark.parametrize("pairwise", [True, False])
+@pytest.mark.parametrize("bad", [-1.0, -0.5, 2.5, 3.0, 1000.0, math.inf, -math.inf])
+def test_row_distances_of_codes_off_the_tables(bad: float, pairwise: bool) -> None:
+    """A candidate code that is no table row (negative, fractional, the value count itself,
+    infinite) is worked out by the formula for its gene, the other genes still looked up."""
+    rng = np.random.default_rng(11)
+    nval = np.array([3.0, 4.0, 2.0, 5.0])
+    scale = 1.0 / (nval - 1)
+    x = np.floor(rng.random((60, 4)) * nval)
+    x[rng.random(x.shape) < 0.1] = math.nan
+    cands = np.floor(rng.random((6, 4)) * nval)
+    cands[2, 1] = math.nan
+    cands[4, 0] = bad
+    table = RowDistances(window=16, direct_terms=0)
+    idx = np.arange(20, 60)
+    got = table(x, 60, cands, idx, scale, nval, np.ones(4, dtype=bool), pairwise=pairwise)
+    assert np.array_equal(got, direct(cands, x[idx], scale, pairwise))
+
 def test_distances_gene_by_gene_add_the_genes_in_order() -> None:
     rng = np.random.default_rng(5)
     kind, nval, scale = _space(rng, 23)
