@@ -12,6 +12,7 @@ import pytest
 
 from ciq_optuna.samplers import GeneticSampler
 from ciq_optuna.samplers._distance import RowDistances, direct, pairwise_sum
+from ciq_optuna.samplers._genetic import _smallest
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -148,3 +149,19 @@ def test_fast_paths_propose_what_the_plain_formulas_propose(objectives: int) -> 
         proposals.append([(t.params, t.state) for t in study.trials])
     assert proposals[0] == proposals[1]
     assert any(state == optuna.trial.TrialState.FAIL for _, state in proposals[0])
+
+
+def test_nearest_neighbours_at_equal_distances_are_the_earliest_trials(monkeypatch) -> None:
+    """The nearest-neighbour pick breaks ties between equal distances by the earliest trial
+    (argmin passes), not by ``np.argpartition``, whose order depends on the CPU's vector
+    instructions: the proposals are the same on every machine."""
+    def no_argpartition(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("argpartition used")
+
+    sampler = GeneticSampler(seed=1, pool_size=6)
+    study = optuna.create_study(sampler=sampler)
+    monkeypatch.setattr(np, "argpartition", no_argpartition)
+    study.optimize(lambda t: (t.suggest_int("a", 0, 9) - 4) ** 2 + t.suggest_int("b", 0, 9), n_trials=80)
+    assert len(study.trials) == 80
+    dist = np.array([[2.0, 1.0, 1.0, 0.5, 1.0], [1.0, 1.0, 1.0, 1.0, 1.0]])
+    assert _smallest(dist, 3).tolist() == [[3, 1, 2], [0, 1, 2]]
