@@ -12,6 +12,7 @@ import pytest
 
 from ciq_optuna.samplers import GeneticSampler
 from ciq_optuna.samplers._distance import RowDistances, direct, pairwise_sum
+from ciq_optuna.samplers._genetic import _smallest
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -70,6 +71,24 @@ def test_row_distances_equal_the_formula_bit_for_bit(direct_terms: int, pairwise
         got = table(x[:, :width], 80, cands, idx, scale[:width], nval[:width], kind[:width] != 2, pairwise=pairwise)
         assert np.array_equal(got, direct(cands, x[idx, :width], scale[:width], pairwise))
 
+
+@pytest.mark.parametrize("pairwise", [True, False])
+@pytest.mark.parametrize("bad", [-1.0, -0.5, 2.5, 3.0, 1000.0, math.inf, -math.inf])
+def test_row_distances_of_codes_off_the_tables(bad: float, pairwise: bool) -> None:
+    """A candidate code that is no table row (negative, fractional, the value count itself,
+    infinite) is worked out by the formula for its gene, the other genes still looked up."""
+    rng = np.random.default_rng(11)
+    nval = np.array([3.0, 4.0, 2.0, 5.0])
+    scale = 1.0 / (nval - 1)
+    x = np.floor(rng.random((60, 4)) * nval)
+    x[rng.random(x.shape) < 0.1] = math.nan
+    cands = np.floor(rng.random((6, 4)) * nval)
+    cands[2, 1] = math.nan
+    cands[4, 0] = bad
+    table = RowDistances(window=16, direct_terms=0)
+    idx = np.arange(20, 60)
+    got = table(x, 60, cands, idx, scale, nval, np.ones(4, dtype=bool), pairwise=pairwise)
+    assert np.array_equal(got, direct(cands, x[idx], scale, pairwise))
 
 def test_distances_gene_by_gene_add_the_genes_in_order() -> None:
     rng = np.random.default_rng(5)
@@ -130,3 +149,19 @@ def test_fast_paths_propose_what_the_plain_formulas_propose(objectives: int) -> 
         proposals.append([(t.params, t.state) for t in study.trials])
     assert proposals[0] == proposals[1]
     assert any(state == optuna.trial.TrialState.FAIL for _, state in proposals[0])
+
+
+def test_nearest_neighbours_at_equal_distances_are_the_earliest_trials(monkeypatch) -> None:
+    """The nearest-neighbour pick breaks ties between equal distances by the earliest trial
+    (argmin passes), not by ``np.argpartition``, whose order depends on the CPU's vector
+    instructions: the proposals are the same on every machine."""
+    def no_argpartition(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("argpartition used")
+
+    sampler = GeneticSampler(seed=1, pool_size=6)
+    study = optuna.create_study(sampler=sampler)
+    monkeypatch.setattr(np, "argpartition", no_argpartition)
+    study.optimize(lambda t: (t.suggest_int("a", 0, 9) - 4) ** 2 + t.suggest_int("b", 0, 9), n_trials=80)
+    assert len(study.trials) == 80
+    dist = np.array([[2.0, 1.0, 1.0, 0.5, 1.0], [1.0, 1.0, 1.0, 1.0, 1.0]])
+    assert _smallest(dist, 3).tolist() == [[3, 1, 2], [0, 1, 2]]

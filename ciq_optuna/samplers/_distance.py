@@ -138,10 +138,12 @@ class RowDistances:
         valid = nan | ((cands >= 0) & (cands < nval) & (cands == np.floor(cands)))
         looked = valid.all(axis=0) & self._has_table
         codes = np.where(nan, nval, np.where(valid, cands, 0)).astype(np.intp)
-        rows = np.where(looked, codes + self._offset, 0).T
-        terms = table[rows]  # (d, m, k): every gene's term
-        for j in np.flatnonzero(~looked).tolist():
-            terms[j] = _gene_formula(cands[:, j], x[idx, j], scale[j])
+        if looked.all():
+            terms = table[(codes + self._offset).T]  # (d, m, k): every gene's term
+        else:
+            terms = table[np.where(looked, codes + self._offset, 0).T]
+            for j in np.flatnonzero(~looked).tolist():
+                terms[j] = _gene_formula(cands[:, j], x[idx, j], scale[j])
         return pairwise_sum(terms) if pairwise else terms.sum(axis=0)
 
     def _columns(self, b: np.ndarray) -> np.ndarray:

@@ -79,9 +79,10 @@ _DRAWS = "pcg"
 # Gene distances summed in numpy's pairwise order (True: the proposals before) or gene by gene
 # (False: one reduction instead of the pairwise order worked out in Python; ties may break otherwise).
 _PAIRWISE_SUMS = False
-# Nearest neighbours at equal distances: False, as numpy's argpartition leaves them (its order
-# depends on the CPU's vector instructions); True, the earliest trials (three argmin passes).
-_FIRST_TIES = False
+# Nearest neighbours at equal distances: True, the earliest trials (three argmin passes, the same
+# on every machine); False, as numpy's argpartition leaves them (its order depends on the CPU's
+# vector instructions; slower on distances with many ties).
+_FIRST_TIES = True
 # Local search (see GeneticSampler._local): share of the trials that try an unseen one-gene
 # neighbour of the best trials, before and after _LS_GENS whole generations without improvement;
 # neighbours likelier to fail than _LS_RISK (or than the trial they come from) are left out.
