@@ -71,6 +71,8 @@ class BinaryModel:
         self._number: list[int] = []
         self._src: list[int] = []  # per trial: the row it was predicted from, or -1
         self._absorbed = 0  # trials whose evidence is derived (see _absorb)
+        self._cols = np.empty((0, 0))  # the rows transposed, for the first _cols_n trials (_columns)
+        self._cols_n = 0
         self._by_number: dict[int, int] = {}
         self._hash_ids: dict[str, int] = {}
         self._hash_names: list[str] = []
@@ -198,7 +200,7 @@ class BinaryModel:
         if n - done > _BULK:
             same, diff = _evidence_at_once(rows, hid, done)
         else:
-            same, diff = _evidence_one_by_one(rows, hid, done, self._near)
+            same, diff = _evidence_one_by_one(rows, hid, done, self._near, self._columns(n))
         confirmed = [
             (k, src)
             for k, src in enumerate(self._src[done:n], start=done)
@@ -223,6 +225,20 @@ class BinaryModel:
         for k, i, j in diff.tolist():
             self._diff.setdefault(j, []).append((*_pair(rows[i, j], rows[k, j]), i, k))
             self._dirty.add(j)
+
+    def _columns(self, n: int) -> np.ndarray:
+        """The first ``n`` rows transposed (one contiguous row per gene), kept as trials come:
+        comparing a trial with every earlier one gene by gene is cheaper this way round."""
+        d, cols, have = self._rows.shape[1], self._cols, self._cols_n
+        if cols.shape[0] != d:
+            cols, have = np.empty((d, 0)), 0
+        if n > cols.shape[1]:
+            grown = np.empty((d, max(n, 2 * cols.shape[1], 64)))
+            grown[:, :have] = cols[:, :have]
+            cols = grown
+        cols[:, have:n] = self._rows[have:n].T
+        self._cols, self._cols_n = cols, n
+        return cols[:, :n]
 
     def wrong_prediction(self, codes: np.ndarray, source_number: int) -> None:
         """A checked candidate gave another binary than predicted: every value change between
@@ -268,9 +284,7 @@ class BinaryModel:
             self._dirty.clear()
             self._canon = self._canonical(self._rows[:n])
             self._keys, self._groups = [], {}
-            for i, key in enumerate(map(tuple, self._canon.tolist())):
-                self._keys.append(key)
-                self._groups.setdefault(key, _Group()).put(i, self._hash[i])
+            self._index_new(0, self._canon.tolist())
             self._stale = False
             self._contexts.clear()
             self._at_settings.clear()
@@ -301,13 +315,8 @@ class BinaryModel:
                 moved.update(changed.tolist())
                 moves.append((j, changed.tolist(), before.tolist(), col_changed.tolist()))
         self._dirty.clear()
-        for i in moved:
-            key = tuple(self._canon_rows[i].tolist())
-            self._groups[self._keys[i]].take(i, self._hash[i])
-            if not self._groups[self._keys[i]].rows:
-                del self._groups[self._keys[i]]
-            self._keys[i] = key
-            self._groups.setdefault(key, _Group()).put(i, self._hash[i])
+        if moved:
+            self._regroup(list(moved))
         if n > m:
             canon = self._canonical(self._rows[m:n])
             if n > len(self._canon) or canon.shape[1] != self._canon.shape[1]:  # room doubles
@@ -316,12 +325,36 @@ class BinaryModel:
                     grown[:m] = self._canon[:m]
                 self._canon = grown
             self._canon[m:n] = canon
-            for i, key in enumerate(map(tuple, canon.tolist()), start=m):
-                self._keys.append(key)
-                self._groups.setdefault(key, _Group()).put(i, self._hash[i])
+            self._index_new(m, canon.tolist())
         for ctx in self._contexts.values():  # the trials that moved, in the contexts holding them
             for move in moves:
                 ctx.move(*move)
+
+    def _index_new(self, start: int, canon: list[list[float]]) -> None:
+        """Index the trials from ``start`` on by their canonical settings ``canon``."""
+        groups, hashes, keys = self._groups, self._hash, self._keys
+        for i, row in enumerate(canon, start=start):
+            key = tuple(row)
+            keys.append(key)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = _Group()
+            group.put(i, hashes[i])
+
+    def _regroup(self, moved: list[int]) -> None:
+        """Move the trials ``moved`` (in this order) to the groups of their new canonical settings."""
+        groups, hashes, keys = self._groups, self._hash, self._keys
+        for i, row in zip(moved, self._canon[moved].tolist(), strict=True):
+            old, h = keys[i], hashes[i]
+            group = groups[old]
+            group.take(i, h)
+            if not group.rows:
+                del groups[old]
+            key = keys[i] = tuple(row)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = _Group()
+            group.put(i, h)
 
     def _settings_index(self, j: int, rule: _GeneRule | None) -> _AtSettings | None:
         """The index of the trials per setting of gene ``j``'s switches (those of ``rule``)."""
@@ -739,8 +772,15 @@ class _Context:
                 at = np.flatnonzero(starts)
                 self._count(q, col[at].tolist(), np.diff(np.append(at, len(col))).tolist())
         else:
-            for q, col in enumerate(block.T.tolist()):
-                self._count(q, col, [1] * len(col))
+            lo, hi = self.lo, self.hi
+            for q, (counts, col) in enumerate(zip(self.values, block.T.tolist(), strict=True)):
+                for v in col:
+                    counts[v] = counts.get(v, 0) + 1
+                    if v >= 0:
+                        if v < lo[q]:
+                            lo[q] = v
+                        if v > hi[q]:
+                            hi[q] = v
 
     def _count(self, q: int, settings: list[float], many: list[int]) -> None:
         counts = self.values[q]
@@ -751,17 +791,24 @@ class _Context:
 
     def move(self, q: int, trials: list[int], before: list[float], after: list[float]) -> None:
         """Trials ``trials`` changed their canonical setting of column ``q``."""
-        if q >= len(self.values) or self.rows.isdisjoint(trials):
+        rows = self.rows
+        if q >= len(self.values) or rows.isdisjoint(trials):
             return
         counts = self.values[q]
         gone = False
+        lo, hi = self.lo[q], self.hi[q]
         for i, a, b in zip(trials, before, after, strict=True):
-            if i in self.rows:
-                counts[a] -= 1
-                if not counts[a]:
+            if i in rows:
+                left = counts[a] - 1
+                if left:
+                    counts[a] = left
+                else:
                     del counts[a]
                     gone = True
-                self._count(q, [b], [1])
+                counts[b] = counts.get(b, 0) + 1
+                if b >= 0:
+                    lo, hi = min(lo, b), max(hi, b)
+        self.lo[q], self.hi[q] = lo, hi
         if gone:
             self.lo[q] = min((v for v in counts if v >= 0), default=np.inf)
             self.hi[q] = max((v for v in counts if v >= 0), default=-np.inf)
@@ -805,26 +852,39 @@ def _deciders(
 class _Group:
     """The indexed trials with one canonical setting: their rows and binaries."""
 
-    __slots__ = ("rows", "hashes", "first")
+    __slots__ = ("rows", "hashes", "_first")
 
     def __init__(self) -> None:
         self.rows: set[int] = set()
         self.hashes: dict[int, int] = {}
-        self.first = -1
+        self._first = -1  # -2: to be found again (the earliest was taken)
+
+    @property
+    def first(self) -> int:
+        """The earliest trial of the group (-1 when empty), found again only when asked for
+        after the earliest left."""
+        if self._first == -2:
+            self._first = min(self.rows) if self.rows else -1
+        return self._first
 
     def put(self, i: int, h: int) -> None:
         self.rows.add(i)
-        self.hashes[h] = self.hashes.get(h, 0) + 1
-        if self.first < 0 or i < self.first:
-            self.first = i
+        hashes = self.hashes
+        hashes[h] = hashes.get(h, 0) + 1
+        first = self._first
+        if first == -1 or (first >= 0 and i < first):
+            self._first = i
 
     def take(self, i: int, h: int) -> None:
         self.rows.discard(i)
-        self.hashes[h] -= 1
-        if not self.hashes[h]:
-            del self.hashes[h]
-        if i == self.first:
-            self.first = min(self.rows) if self.rows else -1
+        hashes = self.hashes
+        left = hashes[h] - 1
+        if left:
+            hashes[h] = left
+        else:
+            del hashes[h]
+        if i == self._first:
+            self._first = -2
 
 
 class _GeneRule:
@@ -1052,11 +1112,12 @@ def _merge(
 
 
 def _evidence_one_by_one(
-    rows: np.ndarray, hid: np.ndarray, done: int, near: Neighbours
+    rows: np.ndarray, hid: np.ndarray, done: int, near: Neighbours, cols: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """The evidence of trials ``done`` onwards against every earlier one, trial by trial (a few
     new trials), comparing each only with the partners ``near`` finds: see
-    :func:`_evidence_at_once`."""
+    :func:`_evidence_at_once`.  ``cols``: ``rows`` transposed (contiguous per gene), to compare
+    a trial with every earlier one when ``near`` gives no partners."""
     same: list[tuple[int, int, int, int]] = []
     diff: list[tuple[int, int, int]] = []
     for k in range(done, len(rows)):
@@ -1066,6 +1127,12 @@ def _evidence_one_by_one(
         for p in np.flatnonzero((nd >= 1) & (nd <= _SAME_MAX_GENES)).tolist():
             same.extend((k, 0, int(at[p]), j) for j in np.flatnonzero(gap[p]).tolist())
         at = near.one_apart(rows, k)
+        if at is None and cols is not None:  # every earlier trial, gene by gene
+            gap_t = cols[:, :k] != rows[k][:, None]
+            nd = np.add.reduce(gap_t.view(np.uint8), axis=0, dtype=np.int64)
+            for p in np.flatnonzero((hid[:k] != hid[k]) & (nd == 1)).tolist():
+                diff.append((k, p, int(np.flatnonzero(gap_t[:, p])[0])))
+            continue
         gap = rows[:k] != rows[k] if at is None else rows[at] != rows[k]
         other = (hid[:k] if at is None else hid[at]) != hid[k]
         for p in np.flatnonzero(other & (gap.sum(axis=1) == 1)).tolist():
