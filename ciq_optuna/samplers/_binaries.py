@@ -716,9 +716,8 @@ class _Gene:
     def _settings(rows: np.ndarray, width: int, new: set[int], into: set[int], vals: list[set[float]]) -> None:
         if new:
             into.update(new)
-            block = rows[sorted(new), :width]
-            for q in range(width):
-                vals[q].update(block[:, q].tolist())
+            for seen, col in zip(vals, rows[sorted(new), :width].T.tolist(), strict=True):
+                seen.update(col)
 
     def _whole(self, model: BinaryModel, j: int, width: int) -> tuple[int, np.ndarray, bool] | None:
         """Where gene ``j`` is inert as a whole: (-1, ...) everywhere, (q, settings, interval)
