@@ -73,20 +73,3 @@ def test_groups_and_contexts_kept_as_trials_move_equal_those_made_afresh(seed: i
             made.extend(m._canon_rows, m._genes[j].s_order)
             assert (ctx.values, ctx.lo, ctx.hi) == (made.values, made.lo, made.hi), (number, j)
 
-
-def test_evidence_of_new_trials_gene_by_gene_equals_row_by_row() -> None:
-    """Comparing a new trial with every earlier one over the transposed rows finds the same pairs."""
-    rng = np.random.default_rng(3)
-    rows = (rng.random((300, 6)) * np.array([2, 3, 2, 4, 2, 3])).astype(int).astype(float)
-    rows[rng.random(rows.shape) < 0.1] = -1.0
-    hid = rng.integers(0, 5, len(rows))
-
-    def evidence(cols: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        near = _binaries.Neighbours()
-        for k, h in enumerate(hid.tolist()):
-            near.add(h, k)
-        return _binaries._evidence_one_by_one(rows, hid, 200, near, cols)
-
-    same, diff = evidence(np.ascontiguousarray(rows.T))
-    same_rows, diff_rows = evidence(None)
-    assert len(diff) and np.array_equal(diff, diff_rows) and np.array_equal(same, same_rows)

@@ -71,8 +71,6 @@ class BinaryModel:
         self._number: list[int] = []
         self._src: list[int] = []  # per trial: the row it was predicted from, or -1
         self._absorbed = 0  # trials whose evidence is derived (see _absorb)
-        self._cols = np.empty((0, 0))  # the rows transposed, for the first _cols_n trials (_columns)
-        self._cols_n = 0
         self._by_number: dict[int, int] = {}
         self._hash_ids: dict[str, int] = {}
         self._hash_names: list[str] = []
@@ -200,7 +198,7 @@ class BinaryModel:
         if n - done > _BULK:
             same, diff = _evidence_at_once(rows, hid, done)
         else:
-            same, diff = _evidence_one_by_one(rows, hid, done, self._near, self._columns(n))
+            same, diff = _evidence_one_by_one(rows, hid, done, self._near)
         confirmed = [
             (k, src)
             for k, src in enumerate(self._src[done:n], start=done)
@@ -225,20 +223,6 @@ class BinaryModel:
         for k, i, j in diff.tolist():
             self._diff.setdefault(j, []).append((*_pair(rows[i, j], rows[k, j]), i, k))
             self._dirty.add(j)
-
-    def _columns(self, n: int) -> np.ndarray:
-        """The first ``n`` rows transposed (one contiguous row per gene), kept as trials come:
-        comparing a trial with every earlier one gene by gene is cheaper this way round."""
-        d, cols, have = self._rows.shape[1], self._cols, self._cols_n
-        if cols.shape[0] != d:
-            cols, have = np.empty((d, 0)), 0
-        if n > cols.shape[1]:
-            grown = np.empty((d, max(n, 2 * cols.shape[1], 64)))
-            grown[:, :have] = cols[:, :have]
-            cols = grown
-        cols[:, have:n] = self._rows[have:n].T
-        self._cols, self._cols_n = cols, n
-        return cols[:, :n]
 
     def wrong_prediction(self, codes: np.ndarray, source_number: int) -> None:
         """A checked candidate gave another binary than predicted: every value change between
@@ -284,7 +268,9 @@ class BinaryModel:
             self._dirty.clear()
             self._canon = self._canonical(self._rows[:n])
             self._keys, self._groups = [], {}
-            self._index_new(0, self._canon.tolist())
+            for i, key in enumerate(map(tuple, self._canon.tolist())):
+                self._keys.append(key)
+                self._groups.setdefault(key, _Group()).put(i, self._hash[i])
             self._stale = False
             self._contexts.clear()
             self._at_settings.clear()
@@ -315,8 +301,13 @@ class BinaryModel:
                 moved.update(changed.tolist())
                 moves.append((j, changed.tolist(), before.tolist(), col_changed.tolist()))
         self._dirty.clear()
-        if moved:
-            self._regroup(list(moved))
+        for i in moved:
+            key = tuple(self._canon_rows[i].tolist())
+            self._groups[self._keys[i]].take(i, self._hash[i])
+            if not self._groups[self._keys[i]].rows:
+                del self._groups[self._keys[i]]
+            self._keys[i] = key
+            self._groups.setdefault(key, _Group()).put(i, self._hash[i])
         if n > m:
             canon = self._canonical(self._rows[m:n])
             if n > len(self._canon) or canon.shape[1] != self._canon.shape[1]:  # room doubles
@@ -325,36 +316,12 @@ class BinaryModel:
                     grown[:m] = self._canon[:m]
                 self._canon = grown
             self._canon[m:n] = canon
-            self._index_new(m, canon.tolist())
+            for i, key in enumerate(map(tuple, canon.tolist()), start=m):
+                self._keys.append(key)
+                self._groups.setdefault(key, _Group()).put(i, self._hash[i])
         for ctx in self._contexts.values():  # the trials that moved, in the contexts holding them
             for move in moves:
                 ctx.move(*move)
-
-    def _index_new(self, start: int, canon: list[list[float]]) -> None:
-        """Index the trials from ``start`` on by their canonical settings ``canon``."""
-        groups, hashes, keys = self._groups, self._hash, self._keys
-        for i, row in enumerate(canon, start=start):
-            key = tuple(row)
-            keys.append(key)
-            group = groups.get(key)
-            if group is None:
-                group = groups[key] = _Group()
-            group.put(i, hashes[i])
-
-    def _regroup(self, moved: list[int]) -> None:
-        """Move the trials ``moved`` (in this order) to the groups of their new canonical settings."""
-        groups, hashes, keys = self._groups, self._hash, self._keys
-        for i, row in zip(moved, self._canon[moved].tolist(), strict=True):
-            old, h = keys[i], hashes[i]
-            group = groups[old]
-            group.take(i, h)
-            if not group.rows:
-                del groups[old]
-            key = keys[i] = tuple(row)
-            group = groups.get(key)
-            if group is None:
-                group = groups[key] = _Group()
-            group.put(i, h)
 
     def _settings_index(self, j: int, rule: _GeneRule | None) -> _AtSettings | None:
         """The index of the trials per setting of gene ``j``'s switches (those of ``rule``)."""
@@ -716,8 +683,9 @@ class _Gene:
     def _settings(rows: np.ndarray, width: int, new: set[int], into: set[int], vals: list[set[float]]) -> None:
         if new:
             into.update(new)
-            for seen, col in zip(vals, rows[sorted(new), :width].T.tolist(), strict=True):
-                seen.update(col)
+            block = rows[sorted(new), :width]
+            for q in range(width):
+                vals[q].update(block[:, q].tolist())
 
     def _whole(self, model: BinaryModel, j: int, width: int) -> tuple[int, np.ndarray, bool] | None:
         """Where gene ``j`` is inert as a whole: (-1, ...) everywhere, (q, settings, interval)
@@ -771,15 +739,8 @@ class _Context:
                 at = np.flatnonzero(starts)
                 self._count(q, col[at].tolist(), np.diff(np.append(at, len(col))).tolist())
         else:
-            lo, hi = self.lo, self.hi
-            for q, (counts, col) in enumerate(zip(self.values, block.T.tolist(), strict=True)):
-                for v in col:
-                    counts[v] = counts.get(v, 0) + 1
-                    if v >= 0:
-                        if v < lo[q]:
-                            lo[q] = v
-                        if v > hi[q]:
-                            hi[q] = v
+            for q, col in enumerate(block.T.tolist()):
+                self._count(q, col, [1] * len(col))
 
     def _count(self, q: int, settings: list[float], many: list[int]) -> None:
         counts = self.values[q]
@@ -790,24 +751,17 @@ class _Context:
 
     def move(self, q: int, trials: list[int], before: list[float], after: list[float]) -> None:
         """Trials ``trials`` changed their canonical setting of column ``q``."""
-        rows = self.rows
-        if q >= len(self.values) or rows.isdisjoint(trials):
+        if q >= len(self.values) or self.rows.isdisjoint(trials):
             return
         counts = self.values[q]
         gone = False
-        lo, hi = self.lo[q], self.hi[q]
         for i, a, b in zip(trials, before, after, strict=True):
-            if i in rows:
-                left = counts[a] - 1
-                if left:
-                    counts[a] = left
-                else:
+            if i in self.rows:
+                counts[a] -= 1
+                if not counts[a]:
                     del counts[a]
                     gone = True
-                counts[b] = counts.get(b, 0) + 1
-                if b >= 0:
-                    lo, hi = min(lo, b), max(hi, b)
-        self.lo[q], self.hi[q] = lo, hi
+                self._count(q, [b], [1])
         if gone:
             self.lo[q] = min((v for v in counts if v >= 0), default=np.inf)
             self.hi[q] = max((v for v in counts if v >= 0), default=-np.inf)
@@ -851,39 +805,26 @@ def _deciders(
 class _Group:
     """The indexed trials with one canonical setting: their rows and binaries."""
 
-    __slots__ = ("rows", "hashes", "_first")
+    __slots__ = ("rows", "hashes", "first")
 
     def __init__(self) -> None:
         self.rows: set[int] = set()
         self.hashes: dict[int, int] = {}
-        self._first = -1  # -2: to be found again (the earliest was taken)
-
-    @property
-    def first(self) -> int:
-        """The earliest trial of the group (-1 when empty), found again only when asked for
-        after the earliest left."""
-        if self._first == -2:
-            self._first = min(self.rows) if self.rows else -1
-        return self._first
+        self.first = -1
 
     def put(self, i: int, h: int) -> None:
         self.rows.add(i)
-        hashes = self.hashes
-        hashes[h] = hashes.get(h, 0) + 1
-        first = self._first
-        if first == -1 or (first >= 0 and i < first):
-            self._first = i
+        self.hashes[h] = self.hashes.get(h, 0) + 1
+        if self.first < 0 or i < self.first:
+            self.first = i
 
     def take(self, i: int, h: int) -> None:
         self.rows.discard(i)
-        hashes = self.hashes
-        left = hashes[h] - 1
-        if left:
-            hashes[h] = left
-        else:
-            del hashes[h]
-        if i == self._first:
-            self._first = -2
+        self.hashes[h] -= 1
+        if not self.hashes[h]:
+            del self.hashes[h]
+        if i == self.first:
+            self.first = min(self.rows) if self.rows else -1
 
 
 class _GeneRule:
@@ -1111,12 +1052,11 @@ def _merge(
 
 
 def _evidence_one_by_one(
-    rows: np.ndarray, hid: np.ndarray, done: int, near: Neighbours, cols: np.ndarray | None = None
+    rows: np.ndarray, hid: np.ndarray, done: int, near: Neighbours
 ) -> tuple[np.ndarray, np.ndarray]:
     """The evidence of trials ``done`` onwards against every earlier one, trial by trial (a few
     new trials), comparing each only with the partners ``near`` finds: see
-    :func:`_evidence_at_once`.  ``cols``: ``rows`` transposed (contiguous per gene), to compare
-    a trial with every earlier one when ``near`` gives no partners."""
+    :func:`_evidence_at_once`."""
     same: list[tuple[int, int, int, int]] = []
     diff: list[tuple[int, int, int]] = []
     for k in range(done, len(rows)):
@@ -1126,12 +1066,6 @@ def _evidence_one_by_one(
         for p in np.flatnonzero((nd >= 1) & (nd <= _SAME_MAX_GENES)).tolist():
             same.extend((k, 0, int(at[p]), j) for j in np.flatnonzero(gap[p]).tolist())
         at = near.one_apart(rows, k)
-        if at is None and cols is not None:  # every earlier trial, gene by gene
-            gap_t = cols[:, :k] != rows[k][:, None]
-            nd = np.add.reduce(gap_t.view(np.uint8), axis=0, dtype=np.int64)
-            for p in np.flatnonzero((hid[:k] != hid[k]) & (nd == 1)).tolist():
-                diff.append((k, p, int(np.flatnonzero(gap_t[:, p])[0])))
-            continue
         gap = rows[:k] != rows[k] if at is None else rows[at] != rows[k]
         other = (hid[:k] if at is None else hid[at]) != hid[k]
         for p in np.flatnonzero(other & (gap.sum(axis=1) == 1)).tolist():

@@ -403,7 +403,6 @@ class GeneticSampler(BaseGASampler):
         self._fail_counts: ValueCounts | None = None
         self._counted: tuple[int, list[int]] = (-1, [])
         self._integral_d: tuple[int, bool] = (-1, False)
-        self._told_ordered = -1  # genes whose ordering the binary model was told (_learn_binary)
         self._neighbourhoods: dict[tuple, list] = {}
         self._pairs: tuple[int, np.ndarray, np.ndarray | None] = (-1, np.empty(0, dtype=np.int64), None)
         self._row_distances = RowDistances(4 * self._window)
@@ -534,9 +533,7 @@ class GeneticSampler(BaseGASampler):
         if t.state != TrialState.COMPLETE or not isinstance(binary, str) or attrs.get("skipped_compile"):
             return
         row = self._x[self._n - 1, : len(self._names)]
-        if self._told_ordered != len(self._names):  # once per new gene, not once per trial
-            self._binaries.set_ordered([self._genes[name].kind != "cat" for name in self._names])
-            self._told_ordered = len(self._names)
+        self._binaries.set_ordered([self._genes[name].kind != "cat" for name in self._names])
         source = int(attrs["predicted_from"]) if predicted is not None and "predicted_from" in attrs else None
         if source is not None and predicted != binary:
             self._binaries.wrong_prediction(row, source)
