@@ -26,7 +26,6 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 
 import optuna
@@ -140,17 +139,12 @@ def trial_artifacts(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> lis
     return found
 
 
-def write_study_note(
-    study: optuna.Study,
-    acf_names: dict[int, str] | None = None,
-    best: Sequence[optuna.trial.FrozenTrial] | None = None,
-) -> None:
+def write_study_note(study: optuna.Study, acf_names: dict[int, str] | None = None) -> None:
     """Write the study note the dashboard shows on the study page (:func:`study_note`): the
-    objectives, the winner or Pareto points with named values and ACF files, how to read it.
-    ``best``: the study's best trials if the caller has them."""
+    objectives, the winner or Pareto points with named values and ACF files, how to read it."""
     from optuna_dashboard import save_note
 
-    save_note(study, study_note(study, acf_names, best))
+    save_note(study, study_note(study, acf_names))
 
 
 def is_loopback(host: str) -> bool:

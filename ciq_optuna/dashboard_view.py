@@ -345,15 +345,9 @@ def _flat_study_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def study_note(
-    study: optuna.Study,
-    acf_names: Mapping[int, str] | None = None,
-    best: Sequence[optuna.trial.FrozenTrial] | None = None,
-) -> str:
+def study_note(study: optuna.Study, acf_names: Mapping[int, str] | None = None) -> str:
     """The study note (Markdown) ``tune`` writes for the dashboard: the objectives, the Pareto
-    points (or the winner) with their values named, and how to read the dashboard.  ``best``:
-    the study's :func:`~ciq_optuna.summary.best_trials` if the caller has them (else they are
-    found again: a read of the study and a pass over its tied trials)."""
+    points (or the winner) with their values named, and how to read the dashboard."""
     metrics = study_metrics(study.user_attrs)
     acf_names = acf_names or {}
     lines = [f"## {study.study_name}", ""]
@@ -363,7 +357,7 @@ def study_note(
         + ", ".join(f"**{metric_label(m)}** ({d})" for m, d in zip(metrics, dirs))
         + "."
     )
-    best = best_trials(study) if best is None else sorted(best, key=lambda t: t.number)
+    best = best_trials(study)
     if best:
         title = "Pareto front: one trial per point" if len(study.directions) > 1 else "The winner"
         lines += [

@@ -770,7 +770,7 @@ def _upload_artifacts(
         except Exception as exc:  # an artifact is a convenience; never lose the ACF file over it
             _log.warning("could not attach %s to trial %d as an artifact: %s", path, trial.number, exc)
     try:
-        write_study_note(study, {t.number: Path(p).name for t, p in zip(trials, paths)}, best=trials)
+        write_study_note(study, {t.number: Path(p).name for t, p in zip(trials, paths)})
     except Exception as exc:  # a convenience too
         _log.warning("could not write the dashboard's study note: %s", exc)
 

@@ -151,16 +151,3 @@ def test_the_study_space_fixes_the_merged_form_from_the_first_trial() -> None:
     assert merged["ptxas.maxrregcount"].choices == (NOT_PASSED, *range(24, 249, 8))
     changed = {"ciq_optuna": {**meta["ciq_optuna"], "spaces": [{**space.identity, "sha256": "0" * 64}]}}
     assert space_distributions(changed) == {} and space_distributions({}) == {}
-
-
-@pytest.mark.parametrize("directions", [["minimize"], ["minimize", "minimize"]])
-def test_study_note_with_the_best_trials_given_equals_the_note_that_finds_them(
-    tmp_path: Path, directions: list[str]
-) -> None:
-    """``tune`` passes the best trials it found: the note is the same, without finding them again
-    (a read of the study and a pass over its tied trials)."""
-    from ciq_optuna.summary import best_trials
-
-    study = _study(tmp_path, directions)
-    best = best_trials(study)
-    assert study_note(study, {1: "trial-1.acf"}, best=best[::-1]) == study_note(study, {1: "trial-1.acf"})
