@@ -15,7 +15,10 @@ Each worker process, in turn, first runs one trial (not measured: it reads the s
 of one trial alone (CPU ``c1``); then all W run together until the study holds ``W * --chunk``
 more trials (CPU ``cK`` for the ``k`` trials each created). CPU per trial of that worker =
 ``(cK - c1) / (k - 1)``, as in overhead.py (start-up, the first read and the ACF cancel out; ptxas
-runs in a child and is not in it). The table gives the median over the workers. Wall clock is not
+runs in a child and is not in it). They cancel only in part with several workers: the measured
+run's one-offs (its first read and learning of the whole study, the summary and ACF at its end)
+run while the other workers run, the run of one trial alone does not. So each run also reports
+the CPU per trial between the worker's second and last trial creation, which leaves them out. The table gives the median over the workers. Wall clock is not
 shown: W processes on a shared 2-core machine wait for each other's compiles.
 
 ``--base ROOT --pairs N`` compares two versions of the code in one run: each size and worker
@@ -113,10 +116,13 @@ def child(url: str, workdir: Path, seed: int, profile: str | None = None) -> Non
     logging.getLogger("ciq_optuna").setLevel(logging.ERROR)
     storage = resolve_storage(url, default_path=workdir / "x.db")
     created = [0]
+    stamps: list[float] = []  # CPU time at each trial this process created
     create = storage.create_new_trial
 
     def counted(study_id: int, template_trial: object = None) -> int:
-        created[0] += template_trial is None
+        if template_trial is None:
+            created[0] += 1
+            stamps.append(time.process_time())
         return create(study_id, template_trial)
 
     storage.create_new_trial = counted  # type: ignore[method-assign]
@@ -125,6 +131,7 @@ def child(url: str, workdir: Path, seed: int, profile: str | None = None) -> Non
         word, *rest = line.split()
         n = int(rest[0]) if rest else len(study.get_trials(deepcopy=False)) + 1
         c0, k0 = time.process_time(), created[0]
+        stamps.clear()
         prof = cProfile.Profile(time.process_time) if profile else None
         if prof is not None:
             prof.enable()
@@ -132,7 +139,8 @@ def child(url: str, workdir: Path, seed: int, profile: str | None = None) -> Non
         if prof is not None:
             prof.disable()
             prof.dump_stats(f"{profile}-{word}-{n}.prof")
-        print(json.dumps([time.process_time() - c0, created[0] - k0]), flush=True)
+        steady = (stamps[-1] - stamps[1]) / (len(stamps) - 2) if len(stamps) > 2 else None
+        print(json.dumps([time.process_time() - c0, created[0] - k0, steady]), flush=True)
 
 
 def _trial_count(storage: object, study_id: int) -> tuple[int, int]:
@@ -166,9 +174,13 @@ def drop_trials_after(storage: object, study_id: int, last_id: int) -> None:
 
 
 def run_workers(url: str, count: int, chunk: int, work: Path, start: int, env: dict[str, str],
-                profile: str | None = None) -> tuple[float, float, float, list[int]]:
+                profile: str | None = None) -> tuple[float, float, float, list[int], float | None]:
     """W workers on the study at ``start`` trials (code from ``env``'s PYTHONPATH): median, min and
-    max CPU ms per trial over the workers, and the trials each created in the measured run."""
+    max CPU ms per trial over the workers, the trials each created in the measured run, and the
+    median over the workers of the CPU ms per trial between their second and last trial creation
+    (the run's one-off costs, its first read of the study and its end, left out: they ran while
+    the other workers ran, so they cost more than in the run of one trial alone the first figure
+    subtracts)."""
     procs = []
     for i in range(count):
         wd = Path(tempfile.mkdtemp(prefix=f"w{i}-", dir=work))
@@ -191,14 +203,16 @@ def run_workers(url: str, count: int, chunk: int, work: Path, start: int, env: d
     for p in procs:
         p.stdin.close()
         p.wait()
-    per_trial = [1000 * (cpu - one[0]) / (k - 1) for (cpu, k), one in zip(runs, ones[1::2]) if k > 1]
-    return statistics.median(per_trial), min(per_trial), max(per_trial), [k for _, k in runs]
+    per_trial = [1000 * (cpu - one[0]) / (k - 1) for (cpu, k, _), one in zip(runs, ones[1::2]) if k > 1]
+    steady = [1000 * s for _, _, s in runs if s is not None]
+    return (statistics.median(per_trial), min(per_trial), max(per_trial), [k for _, k, _ in runs],
+            statistics.median(steady) if steady else None)
 
 
 def measure(url: str, fill: list[optuna.trial.FrozenTrial], sizes: list[int], workers: list[int], chunk: int, work: Path,
             trees: list[tuple[str, str]], pairs: int, profile: str | None = None):
     """(tree, pair, workers, trials in the study, median CPU ms per trial over the workers, min, max,
-    trials per worker) per run. Each run starts from the study at its size (the trials of the run
+    trials per worker, median CPU ms per trial between trial creations) per run. Each run starts from the study at its size (the trials of the run
     before are deleted); with two trees, the pairs alternate which tree runs first."""
     from ciq_optuna.tune import tune
 
@@ -216,9 +230,9 @@ def measure(url: str, fill: list[optuna.trial.FrozenTrial], sizes: list[int], wo
                 order = trees if pair % 2 == 0 else trees[::-1]
                 for label, root in order:
                     env = dict(os.environ, PYTHONPATH=root)
-                    med, lo, hi, ks = run_workers(url, count, chunk, work, start, env, profile)
+                    med, lo, hi, ks, steady = run_workers(url, count, chunk, work, start, env, profile)
                     drop_trials_after(storage, study._study_id, last_id)
-                    yield label, pair, count, start, med, lo, hi, ks
+                    yield label, pair, count, start, med, lo, hi, ks, steady
 
 
 def main() -> None:
@@ -258,9 +272,10 @@ def main() -> None:
     print(f"# {' '.join(sys.argv)}  (trees: {', '.join(f'{label} {root}' for label, root in trees)})")
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f}")
     print("| storage | tree | pair | workers | trials in study | tune CPU ms/trial, each worker (median) | min-max "
-          "| trials per worker |")
-    print("|---|---|---:|---:|---:|---:|---:|---|")
+          "| trials per worker | between trial creations (median) |")
+    print("|---|---|---:|---:|---:|---:|---:|---|---:|")
     results: dict[tuple[str, int, int], dict[str, list[float]]] = {}
+    steadies: dict[tuple[str, int, int], dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory(prefix="ciq-tune-workers-") as tmp:
         for kind in args.storage:
             server = None
@@ -274,17 +289,23 @@ def main() -> None:
                 url = f"sqlite:///{work}/s.db"
             counts = args.sqlite_workers if kind == "sqlite" and args.sqlite_workers else args.workers
             try:
-                for label, pair, count, size, med, lo, hi, ks in measure(
+                for label, pair, count, size, med, lo, hi, ks, steady in measure(
                     url, fill, args.sizes, counts, args.chunk, work, trees, args.pairs, args.profile
                 ):
                     results.setdefault((kind, count, size), {}).setdefault(label, []).append(med)
-                    print(f"| {kind} | {label} | {pair} | {count} | {size} | {med:.1f} | {lo:.1f}-{hi:.1f} | {ks} |",
-                          flush=True)
+                    if steady is not None:
+                        steadies.setdefault((kind, count, size), {}).setdefault(label, []).append(steady)
+                    shown = "-" if steady is None else f"{steady:.1f}"
+                    print(f"| {kind} | {label} | {pair} | {count} | {size} | {med:.1f} | {lo:.1f}-{hi:.1f} | {ks} "
+                          f"| {shown} |", flush=True)
             finally:
                 if server is not None:
                     server.stop()
     print(f"\n# load average at the end {os.getloadavg()[0]:.1f}")
     _summary(results, [label for label, _ in trees])
+    if steadies:
+        print("\nCPU ms per trial between each worker's second and last trial creation (one-off costs left out):\n")
+        _summary(steadies, [label for label, _ in trees])
 
 
 def _summary(results: dict[tuple[str, int, int], dict[str, list[float]]], labels: list[str]) -> None:

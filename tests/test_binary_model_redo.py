@@ -41,3 +41,35 @@ def test_canonical_settings_after_partial_redo_equal_a_full_recompute(seed: int,
             assert np.array_equal(m._canon_rows[:n], m._canonical(m._rows[:n])), number
     partial = [k for k in redone if k is not None]
     assert partial and max(partial) < 600  # the partial path ran, on a part of the trials
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_groups_and_contexts_kept_as_trials_move_equal_those_made_afresh(seed: int) -> None:
+    """The index of canonical settings (each group's trials, binaries and earliest trial) and the
+    contexts of the genes' inert pairs, kept up to date as rules change and trials move, equal
+    the same made from scratch from the trials' canonical settings."""
+    rng = np.random.default_rng(seed)
+    m = BinaryModel()
+    m.set_ordered([False, True, False, False, False])
+    sizes = np.array([4, 8, 3, 5, 6])
+    for number in range(500):
+        row = (rng.random(5) * sizes).astype(int).astype(float)
+        m.add(row, _binary(row), number)
+        if number % 4 != 3:
+            continue
+        m.predict((rng.random((8, 5)) * sizes).astype(int).astype(float))
+        fresh: dict[tuple, tuple[set[int], dict[int, int]]] = {}
+        for i, key in enumerate(map(tuple, m._canon_rows.tolist())):
+            rows, hashes = fresh.setdefault(key, (set(), {}))
+            rows.add(i)
+            hashes[m._hash[i]] = hashes.get(m._hash[i], 0) + 1
+        assert m._keys == list(map(tuple, m._canon_rows.tolist()))
+        assert {k: (g.rows, g.hashes, g.first) for k, g in m._groups.items()} == {
+            k: (rows, hashes, min(rows)) for k, (rows, hashes) in fresh.items()
+        }, number
+        for j in list(m._contexts):
+            ctx = m._context(j)  # brought up to date with the gene's inert pairs, as when asked
+            made = _binaries._Context(len(ctx.values))
+            made.extend(m._canon_rows, m._genes[j].s_order)
+            assert (ctx.values, ctx.lo, ctx.hi) == (made.values, made.lo, made.hi), (number, j)
+

@@ -409,3 +409,21 @@ def test_an_acf_cut_before_its_format_line_gets_a_proper_message(
     assert main(["acf", "show", str(path)]) == 2
     err = capsys.readouterr().err
     assert "None" not in err and "no 'format' line (empty, truncated" in err
+
+
+def test_tune_writes_the_study_note_of_its_best_trials(tmp_path: Path) -> None:
+    """``tune`` hands the best trials it found to the dashboard's study note (one pass over the
+    tied trials per run, not two): the note is the one made from the study afresh."""
+    from optuna_dashboard import get_note
+
+    from ciq_optuna.dashboard_view import study_note
+    from ciq_optuna.study.storage import resolve_storage
+    from ciq_optuna.tune import tune
+
+    config = TuneConfig(
+        kernel=STENCIL, arch="sm_90a", minimize=["registers", "spill-bytes"], trials=6, workdir=tmp_path,
+        acf=tmp_path / "out.acf", progress=False, simplify=False, screen=False, seed=1,
+    )
+    result = tune(config, storage=resolve_storage(str(tmp_path / "s.db"), default_path=tmp_path / "s.db"))
+    names = {t.number: p.name for t, p in zip(result.best, result.acf_paths, strict=True)}
+    assert get_note(result.study) == study_note(result.study, names)
