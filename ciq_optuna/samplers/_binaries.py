@@ -54,6 +54,8 @@ _BULK = 16
 _FEW_ROWS = 48
 # A rule change of at most this many switch settings recomputes only the trials at those settings.
 _FEW_SETTINGS = 32
+# At most this many combinations of open genes' values are tried for one configuration (one_class).
+_ONE_CLASS_MAX = 256
 
 
 class BinaryModel:
@@ -98,6 +100,10 @@ class BinaryModel:
         self._near = Neighbours()
         # predict nothing for a configuration that leaves open a gene the objective will ask for
         self.skip_open = False
+        # per gene: how many values the objective may draw (0: not a finite choice); when set, a
+        # configuration that leaves genes open is predicted only when every value they may take
+        # there falls in one class (the prediction then holds whatever is drawn)
+        self.domains: np.ndarray | None = None
 
     @property
     def active(self) -> bool:
@@ -347,10 +353,10 @@ class BinaryModel:
         if self._stale:  # the candidates had a gene no trial had
             self._refresh()
         unknown = np.zeros(len(rows), dtype=bool)
-        if self.skip_open:
+        if self.skip_open or self.domains is not None:
             gaps = self.open_genes(rows)
             if gaps.any():
-                unknown = self._close(rows, gaps)
+                unknown = self._close(rows, gaps) if self.skip_open else self._one_class(rows, gaps)
         canon = self._canonical(rows)
         ordered = self._ordered_list()
         out: list[tuple[str, int, bool] | None] = []
@@ -403,6 +409,27 @@ class BinaryModel:
                 row = self._present(row[None, :])[0]
                 if not self.open_genes(row[None, :]).any():
                     rows[i], still[i] = row, False
+        return still
+
+    def _one_class(self, rows: np.ndarray, gaps: np.ndarray) -> np.ndarray:
+        """``rows`` whose open genes (``gaps``, :meth:`open_genes`) fall in one class there for
+        every combination of the values the objective may draw for them (:attr:`domains`) get the
+        first combination; returns whether each row is still open (not to be predicted)."""
+        still = gaps.any(axis=1)
+        sizes = self.domains
+        for i in np.flatnonzero(still).tolist():
+            cols = np.flatnonzero(gaps[i])
+            n = [int(sizes[j]) if j < len(sizes) else 0 for j in cols.tolist()]
+            if min(n) < 1 or int(np.prod(n)) > _ONE_CLASS_MAX:
+                continue
+            variants = np.repeat(rows[i][None, :], int(np.prod(n)), axis=0)
+            variants[:, cols] = np.stack(np.meshgrid(*[np.arange(k, dtype=float) for k in n], indexing="ij"), -1).reshape(-1, len(n))
+            variants = self._present(variants)
+            if self.open_genes(variants).any():
+                continue  # a value drawn opens another gene
+            canon = self._canonical(variants)
+            if (canon == canon[0]).all():
+                rows[i], still[i] = variants[0], False
         return still
 
     def project(self, codes: np.ndarray) -> np.ndarray:

@@ -143,6 +143,15 @@ _CLOSE_OPEN_PLANS = False
 # into them), a row that leaves open a gene the objective asks for is not predicted, and inertness
 # as a whole covers only the values seen inert (measured, BENCHMARKS.md).
 _GUARD_OPEN = False
+# Binary-aware: a plan whose open genes were drawn before its claim (_completed) is predicted as
+# completed, not as planned (the prediction of the plan stood for a configuration without them).
+_PREDICT_COMPLETED = False
+# Binary-aware: a configuration that still leaves open a gene the objective will ask for is
+# predicted only when every value the objective may draw for it falls in one class there.
+_OPEN_ONE_CLASS = False
+# With _PREDICT_COMPLETED: a plan predicted as planned whose completion is not predicted to the same
+# binary is completed again (up to this many draws) until it is (0: the first completion stands).
+_KEEP_PREDICTED = 0
 
 
 def _generator(seed: int | None) -> np.random.Generator:
@@ -386,6 +395,9 @@ class GeneticSampler(BaseGASampler):
         self._binaries = BinaryModel()
         self._binaries.skip_open = _CLOSE_OPEN_PLANS or _GUARD_OPEN
         self._fill_open = _CLOSE_OPEN_PLANS
+        self._predict_completed = _PREDICT_COMPLETED
+        self._open_one_class = _OPEN_ONE_CLASS
+        self._keep_predicted = _KEEP_PREDICTED
         self._checks = CheckRates(self._check_rate, self._untested_check_rate, self._check_prior_wrong)
         self._keys: set[bytes] = set()
         self._keys_d = 0
@@ -822,6 +834,8 @@ class GeneticSampler(BaseGASampler):
             taken = _Taken(self._taken_finished(), running)
             self._learn_activation()
             self._tables()
+            if self._open_one_class:
+                self._binaries.domains = np.where(self._kind == _KINDS["cont"], 0.0, self._nval)
             prediction = None
             for tries_left in range(_CLAIM_TRIES - 1, -1, -1):
                 plan, prediction = self._plan(trial.number, pool, fixed, taken)
@@ -830,6 +844,8 @@ class GeneticSampler(BaseGASampler):
                     if done is None and tries_left:  # every completion drawn is in the study: plan again
                         taken.running.update(_keys(self._encode(plan)[None, :]))
                         continue
+                    if done is not None and done is not plan and self._predict_completed and self._binaries.active:
+                        done, prediction = self._predict_completion(study, trial, plan, done, prediction, taken)
                     plan = done or plan
                 self._plans[trial_id_of(trial)] = plan
                 if isinstance(plan, _Exhausted):
@@ -882,6 +898,30 @@ class GeneticSampler(BaseGASampler):
             if _keys(self._encode(done)[None, :])[0] not in taken:
                 return done
         return None
+
+    def _predict_completion(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        plan: dict[str, Any],
+        done: dict[str, Any],
+        planned: tuple[str, int, int] | None,
+        taken: _Taken,
+    ) -> tuple[dict[str, Any], tuple[str, int, int] | None]:
+        """The completion ``done`` of ``plan`` and its prediction; with ``_KEEP_PREDICTED``, when the
+        plan was predicted (``planned``) and its completion is not predicted to that binary, other
+        completions are drawn (not in the study) and the first predicted to it is taken."""
+        got = self._binaries.predict(self._encode(done)[None, :])[0]
+        if planned is None or (got is not None and got[0] == planned[0]):
+            return done, got
+        for _ in range(self._keep_predicted):
+            other = self._completed(study, trial, plan, taken)
+            if other is None or other is plan:
+                break
+            again = self._binaries.predict(self._encode(other)[None, :])[0]
+            if again is not None and again[0] == planned[0]:
+                return other, again
+        return done, got
 
     def _announce(self, study: Study, trial: FrozenTrial, prediction: tuple[str, int, int]) -> None:
         """Tell the objective that this trial's binary is predicted to be one already compiled:
