@@ -30,6 +30,12 @@ def _model(domains: list[int] | None) -> BinaryModel:
     return model
 
 
+def test_the_open_gene_is_found_where_its_condition_says_present() -> None:
+    model = _model(None)
+    rows = model.present(np.array([[1, NAN, 0], [0, NAN, 0], [1, 3, 0]]))
+    assert model.open_genes(rows)[:, :3].tolist() == [[False, True, False], [False, False, False], [False, False, False]]
+
+
 def test_an_open_gene_with_values_in_two_classes_is_not_predicted() -> None:
     """Drawn later, gene 1 may be 2 (binary A) or 3 (B): the old model predicts A."""
     assert _model(None).predict(np.array([[1, NAN, 0]]))[0][0] == "A"

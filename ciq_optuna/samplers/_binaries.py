@@ -98,8 +98,6 @@ class BinaryModel:
         self._n_shapes = 0
         self._shape_width = 0
         self._near = Neighbours()
-        # predict nothing for a configuration that leaves open a gene the objective will ask for
-        self.skip_open = False
         # per gene: how many values the objective may draw (0: not a finite choice); when set, a
         # configuration that leaves genes open is predicted only when every value they may take
         # there falls in one class (the prediction then holds whatever is drawn)
@@ -353,10 +351,10 @@ class BinaryModel:
         if self._stale:  # the candidates had a gene no trial had
             self._refresh()
         unknown = np.zeros(len(rows), dtype=bool)
-        if self.skip_open or self.domains is not None:
+        if self.domains is not None:
             gaps = self.open_genes(rows)
             if gaps.any():
-                unknown = self._close(rows, gaps) if self.skip_open else self._one_class(rows, gaps)
+                unknown = self._one_class(rows, gaps)
         canon = self._canonical(rows)
         ordered = self._ordered_list()
         out: list[tuple[str, int, bool] | None] = []
@@ -392,24 +390,6 @@ class BinaryModel:
         for j, q, on in self._presence.present_where():
             out[:, j] |= (rows[:, j] < 0) & _settings_in(rows, q, on)
         return out
-
-    def _close(self, rows: np.ndarray, gaps: np.ndarray) -> np.ndarray:
-        """``rows`` whose open genes (``gaps``, :meth:`open_genes`) are all inert as a whole
-        there get the first value of each (any value is one class); returns whether each row is
-        still open (not to be predicted: its binary depends on a value drawn later)."""
-        still = gaps.any(axis=1)
-        for i in np.flatnonzero(still).tolist():
-            row = rows[i].copy()
-            for j in np.flatnonzero(gaps[i]).tolist():
-                rule = self._rules.get(j)
-                row[j] = 0.0
-                if rule is None or rule.whole is None or rule.column(row[None, :], j)[0] != _ANY:
-                    break
-            else:
-                row = self._present(row[None, :])[0]
-                if not self.open_genes(row[None, :]).any():
-                    rows[i], still[i] = row, False
-        return still
 
     def _one_class(self, rows: np.ndarray, gaps: np.ndarray) -> np.ndarray:
         """``rows`` whose open genes (``gaps``, :meth:`open_genes`) fall in one class there for
@@ -699,8 +679,7 @@ class _Gene:
         whole = self._whole(model, j, width)
         if not self.classes and whole is None:
             return None
-        seen = np.array(sorted(v for v in self.seen if v >= 0)) if model.skip_open and whole is not None else None
-        return _GeneRule(sw, dict(self.classes), whole, None if regrouped else dirty, seen)
+        return _GeneRule(sw, dict(self.classes), whole, None if regrouped else dirty)
 
     def _switch(self, rows: np.ndarray, i: int, others: set[int], j: int) -> None:
         changed = (rows[list(others)] != rows[i]).any(axis=0)
@@ -858,7 +837,7 @@ class _GeneRule:
     """How one gene's values are canonicalised: value classes per setting of its switches, and
     where the gene is inert as a whole."""
 
-    __slots__ = ("switches", "maps", "whole", "changed", "seen", "_table")
+    __slots__ = ("switches", "maps", "whole", "changed", "_table")
 
     def __init__(
         self,
@@ -866,27 +845,16 @@ class _GeneRule:
         maps: dict[tuple, list[tuple[float, float, float]]],
         whole: tuple[int, np.ndarray, bool] | None,
         changed: set[tuple] | None = None,
-        seen: np.ndarray | None = None,
     ) -> None:
         """``changed``: the settings of the switches whose classes may differ from the gene's
-        previous rule (None: any); ``seen``: if given, inertness as a whole covers only these
-        values (those seen in inert changes), not values never tried nor the gene's absence: a
-        gene switched on or off changes with the genes that decide its presence (a cache
-        operator dead while another one is forced is alive without it), and a value never
-        tried of a multi-valued control may be the one that matters; an inert pair seen with the
-        absence still joins it to a value's class."""
+        previous rule (None: any)."""
         self.switches, self.maps, self.whole, self.changed = switches, maps, whole, changed
-        self.seen = seen
         self._table: _ClassTable | None = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _GeneRule):
             return NotImplemented
         if self.switches != other.switches or self.maps != other.maps:
-            return False
-        if (self.seen is None) != (other.seen is None) or (
-            self.seen is not None and not np.array_equal(self.seen, other.seen)
-        ):
             return False
         a, b = self.whole, other.whole
         if a is None or b is None:
@@ -922,8 +890,6 @@ class _GeneRule:
             else:
                 ctx = rows[:, q]
                 inside = (ctx >= settings.min()) & (ctx <= settings.max()) if interval else np.isin(ctx, settings)
-            if self.seen is not None:
-                inside &= np.isin(col, self.seen)
             out[inside] = _ANY
         return out
 
@@ -999,8 +965,6 @@ def _rows_to_redo(
         return None
     a, b = old.whole, new.whole
     if (a is None) != (b is None) or (a is not None and (a[0] != b[0] or a[2] != b[2] or not np.array_equal(a[1], b[1]))):
-        return None
-    if old.seen is not None or new.seen is not None:  # the values inert as a whole changed
         return None
     looked = old.maps.keys() | new.maps.keys() if new.changed is None else new.changed
     keys = [key for key in looked if old.maps.get(key) != new.maps.get(key)]
