@@ -105,3 +105,17 @@ def test_completion_kept_to_the_planned_binary(monkeypatch: pytest.MonkeyPatch) 
     got = [_wrong_skips(seed) for seed in range(3)]
     assert sum(n for n, _ in got) > 0
     assert sum(w for _, w in got) == 0
+
+
+@pytest.mark.parametrize("whole_seen", [False, True])
+def test_inertness_as_a_whole_covers_only_values_seen_inert_with_whole_seen(whole_seen: bool) -> None:
+    """Gene 1 is inert in every change seen (values 0-2); value 3 was never tried: the default
+    rule stretches the inertness to it, ``whole_seen`` does not predict it."""
+    model = BinaryModel()
+    model.whole_seen = whole_seen
+    model.set_ordered([False, False])
+    for n, (a, c) in enumerate([(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]):
+        model.add(np.array([a, c], dtype=float), "AB"[a], n)
+    got = model.predict(np.array([[0, 3], [1, 2]]))
+    assert got[1][0] == "B"  # a value seen inert: predicted either way
+    assert (got[0] is None) == whole_seen

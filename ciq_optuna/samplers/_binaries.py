@@ -102,6 +102,9 @@ class BinaryModel:
         # configuration that leaves genes open is predicted only when every value they may take
         # there falls in one class (the prediction then holds whatever is drawn)
         self.domains: np.ndarray | None = None
+        # inertness as a whole covers only the values seen in inert changes (not untried values
+        # nor the gene's absence)
+        self.whole_seen = False
 
     @property
     def active(self) -> bool:
@@ -679,7 +682,8 @@ class _Gene:
         whole = self._whole(model, j, width)
         if not self.classes and whole is None:
             return None
-        return _GeneRule(sw, dict(self.classes), whole, None if regrouped else dirty)
+        seen = np.array(sorted(v for v in self.seen if v >= 0)) if model.whole_seen and whole is not None else None
+        return _GeneRule(sw, dict(self.classes), whole, None if regrouped else dirty, seen)
 
     def _switch(self, rows: np.ndarray, i: int, others: set[int], j: int) -> None:
         changed = (rows[list(others)] != rows[i]).any(axis=0)
@@ -837,7 +841,7 @@ class _GeneRule:
     """How one gene's values are canonicalised: value classes per setting of its switches, and
     where the gene is inert as a whole."""
 
-    __slots__ = ("switches", "maps", "whole", "changed", "_table")
+    __slots__ = ("switches", "maps", "whole", "changed", "seen", "_table")
 
     def __init__(
         self,
@@ -845,16 +849,23 @@ class _GeneRule:
         maps: dict[tuple, list[tuple[float, float, float]]],
         whole: tuple[int, np.ndarray, bool] | None,
         changed: set[tuple] | None = None,
+        seen: np.ndarray | None = None,
     ) -> None:
         """``changed``: the settings of the switches whose classes may differ from the gene's
-        previous rule (None: any)."""
+        previous rule (None: any); ``seen``: if given, inertness as a whole covers only these
+        values (those seen in inert changes), not values never tried nor the gene's absence."""
         self.switches, self.maps, self.whole, self.changed = switches, maps, whole, changed
+        self.seen = seen
         self._table: _ClassTable | None = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _GeneRule):
             return NotImplemented
         if self.switches != other.switches or self.maps != other.maps:
+            return False
+        if (self.seen is None) != (other.seen is None) or (
+            self.seen is not None and not np.array_equal(self.seen, other.seen)
+        ):
             return False
         a, b = self.whole, other.whole
         if a is None or b is None:
@@ -890,6 +901,8 @@ class _GeneRule:
             else:
                 ctx = rows[:, q]
                 inside = (ctx >= settings.min()) & (ctx <= settings.max()) if interval else np.isin(ctx, settings)
+            if self.seen is not None:
+                inside &= np.isin(col, self.seen)
             out[inside] = _ANY
         return out
 
@@ -965,6 +978,8 @@ def _rows_to_redo(
         return None
     a, b = old.whole, new.whole
     if (a is None) != (b is None) or (a is not None and (a[0] != b[0] or a[2] != b[2] or not np.array_equal(a[1], b[1]))):
+        return None
+    if old.seen is not None or new.seen is not None:  # the values inert as a whole changed
         return None
     looked = old.maps.keys() | new.maps.keys() if new.changed is None else new.changed
     keys = [key for key in looked if old.maps.get(key) != new.maps.get(key)]

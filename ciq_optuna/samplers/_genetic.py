@@ -139,6 +139,8 @@ _OPEN_ONE_CLASS = False
 # With _PREDICT_COMPLETED: a plan predicted as planned whose completion is not predicted to the same
 # binary is completed again (up to this many draws) until it is (0: the first completion stands).
 _KEEP_PREDICTED = 0
+# Binary-aware: a gene inert as a whole is so only at the values seen in inert changes (BinaryModel.whole_seen).
+_WHOLE_SEEN = False
 
 
 def _generator(seed: int | None) -> np.random.Generator:
@@ -377,6 +379,7 @@ class GeneticSampler(BaseGASampler):
         self._predict_completed = _PREDICT_COMPLETED
         self._open_one_class = _OPEN_ONE_CLASS
         self._keep_predicted = _KEEP_PREDICTED
+        self._binaries.whole_seen = _WHOLE_SEEN
         self._keys: set[bytes] = set()
         self._keys_d = 0
         self._rules: list[tuple[int, int, np.ndarray]] = []
