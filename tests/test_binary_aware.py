@@ -344,7 +344,6 @@ def test_a_gene_switched_on_by_a_move_is_planned_so_no_configuration_runs_twice(
     for seed, keep in itertools.product((0, 4, 5), (True, False)):
         sampler = GeneticSampler(seed=seed, pool_size=8)
         sampler._ls_avoid_repeats = keep  # False: local moves predicted to repeat are proposed too
-        sampler._complete_plans = True
         study = optuna.create_study(sampler=sampler)
         study.optimize(objective, n_trials=60)
         assert len({tuple(sorted(t.params.items())) for t in study.trials}) == len(study.trials)
@@ -352,33 +351,6 @@ def test_a_gene_switched_on_by_a_move_is_planned_so_no_configuration_runs_twice(
             plan = json.loads(t.system_attrs["GeneticSampler:key"])
             # (o: the sampler's own single-gene conditions may leave it out of the plan)
             assert {k: plan.get(k) for k in t.params if k != "o"} == {k: v for k, v in t.params.items() if k != "o"}
-
-
-def test_local_moves_that_only_change_a_gene_the_objective_will_not_ask_are_no_moves() -> None:
-    """``o`` is asked only where ``x`` or ``y`` is on (no single gene decides it, so the sampler's own
-    conditions keep it): at the best trial (both off) a local move of ``o`` alone would run the
-    best trial's configuration again."""
-
-    def objective(trial: optuna.Trial) -> float:
-        a = trial.suggest_int("a", 0, 30)
-        x = trial.suggest_categorical("x", [False, True])
-        y = trial.suggest_categorical("y", [False, True])
-        o = trial.suggest_categorical("o", ["u", "v", "w"]) if x or y else "-"
-        trial.set_user_attr("binary_hash", f"{a}-{x}-{y}-{o}")
-        return abs(a - 2) + x + y
-
-    sampler = GeneticSampler(seed=1, pool_size=8)
-    sampler._complete_plans = True
-    study = optuna.create_study(sampler=sampler)
-    study.optimize(objective, n_trials=16)
-    best = sampler._x[sampler._order()[0], : len(sampler._names)].copy()
-    o = sampler._index["o"]
-    best[o] = 0.0  # a stale value of the unasked gene, as a filled plan carries it
-    taken = _genetic._Taken(sampler._taken_finished(), set())
-    moves, _ = sampler._local_moves(best, 1, sampler._order(), taken)
-    as_run = _genetic._keys(sampler._binaries.project(moves))
-    finished = _genetic._keys(sampler._binaries.project(sampler._x[: sampler._n, : len(sampler._names)]))
-    assert moves.shape[0] > 0 and not set(as_run) & set(finished)
 
 
 def test_local_search_also_proposes_moves_predicted_to_repeat_a_binary() -> None:

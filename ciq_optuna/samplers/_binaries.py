@@ -54,6 +54,8 @@ _BULK = 16
 _FEW_ROWS = 48
 # A rule change of at most this many switch settings recomputes only the trials at those settings.
 _FEW_SETTINGS = 32
+# At most this many combinations of open genes' values are tried for one configuration (one_class).
+_ONE_CLASS_MAX = 256
 
 
 class BinaryModel:
@@ -96,8 +98,13 @@ class BinaryModel:
         self._n_shapes = 0
         self._shape_width = 0
         self._near = Neighbours()
-        # predict nothing for a configuration that leaves open a gene the objective will ask for
-        self.skip_open = False
+        # per gene: how many values the objective may draw (0: not a finite choice); when set, a
+        # configuration that leaves genes open is predicted only when every value they may take
+        # there falls in one class (the prediction then holds whatever is drawn)
+        self.domains: np.ndarray | None = None
+        # inertness as a whole covers only the values seen in inert changes (not untried values
+        # nor the gene's absence)
+        self.whole_seen = False
 
     @property
     def active(self) -> bool:
@@ -347,10 +354,10 @@ class BinaryModel:
         if self._stale:  # the candidates had a gene no trial had
             self._refresh()
         unknown = np.zeros(len(rows), dtype=bool)
-        if self.skip_open:
+        if self.domains is not None:
             gaps = self.open_genes(rows)
             if gaps.any():
-                unknown = self._close(rows, gaps)
+                unknown = self._one_class(rows, gaps)
         canon = self._canonical(rows)
         ordered = self._ordered_list()
         out: list[tuple[str, int, bool] | None] = []
@@ -387,22 +394,25 @@ class BinaryModel:
             out[:, j] |= (rows[:, j] < 0) & _settings_in(rows, q, on)
         return out
 
-    def _close(self, rows: np.ndarray, gaps: np.ndarray) -> np.ndarray:
-        """``rows`` whose open genes (``gaps``, :meth:`open_genes`) are all inert as a whole
-        there get the first value of each (any value is one class); returns whether each row is
-        still open (not to be predicted: its binary depends on a value drawn later)."""
+    def _one_class(self, rows: np.ndarray, gaps: np.ndarray) -> np.ndarray:
+        """``rows`` whose open genes (``gaps``, :meth:`open_genes`) fall in one class there for
+        every combination of the values the objective may draw for them (:attr:`domains`) get the
+        first combination; returns whether each row is still open (not to be predicted)."""
         still = gaps.any(axis=1)
+        sizes = self.domains
         for i in np.flatnonzero(still).tolist():
-            row = rows[i].copy()
-            for j in np.flatnonzero(gaps[i]).tolist():
-                rule = self._rules.get(j)
-                row[j] = 0.0
-                if rule is None or rule.whole is None or rule.column(row[None, :], j)[0] != _ANY:
-                    break
-            else:
-                row = self._present(row[None, :])[0]
-                if not self.open_genes(row[None, :]).any():
-                    rows[i], still[i] = row, False
+            cols = np.flatnonzero(gaps[i])
+            n = [int(sizes[j]) if j < len(sizes) else 0 for j in cols.tolist()]
+            if min(n) < 1 or int(np.prod(n)) > _ONE_CLASS_MAX:
+                continue
+            variants = np.repeat(rows[i][None, :], int(np.prod(n)), axis=0)
+            variants[:, cols] = np.stack(np.meshgrid(*[np.arange(k, dtype=float) for k in n], indexing="ij"), -1).reshape(-1, len(n))
+            variants = self._present(variants)
+            if self.open_genes(variants).any():
+                continue  # a value drawn opens another gene
+            canon = self._canonical(variants)
+            if (canon == canon[0]).all():
+                rows[i], still[i] = variants[0], False
         return still
 
     def project(self, codes: np.ndarray) -> np.ndarray:
@@ -672,7 +682,7 @@ class _Gene:
         whole = self._whole(model, j, width)
         if not self.classes and whole is None:
             return None
-        seen = np.array(sorted(v for v in self.seen if v >= 0)) if model.skip_open and whole is not None else None
+        seen = np.array(sorted(v for v in self.seen if v >= 0)) if model.whole_seen and whole is not None else None
         return _GeneRule(sw, dict(self.classes), whole, None if regrouped else dirty, seen)
 
     def _switch(self, rows: np.ndarray, i: int, others: set[int], j: int) -> None:
@@ -843,11 +853,7 @@ class _GeneRule:
     ) -> None:
         """``changed``: the settings of the switches whose classes may differ from the gene's
         previous rule (None: any); ``seen``: if given, inertness as a whole covers only these
-        values (those seen in inert changes), not values never tried nor the gene's absence: a
-        gene switched on or off changes with the genes that decide its presence (a cache
-        operator dead while another one is forced is alive without it), and a value never
-        tried of a multi-valued control may be the one that matters; an inert pair seen with the
-        absence still joins it to a value's class."""
+        values (those seen in inert changes), not values never tried nor the gene's absence."""
         self.switches, self.maps, self.whole, self.changed = switches, maps, whole, changed
         self.seen = seen
         self._table: _ClassTable | None = None

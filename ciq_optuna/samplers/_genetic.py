@@ -23,7 +23,6 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ciq_optuna.samplers._binaries import BinaryModel
 from ciq_optuna.samplers._breed import breed
-from ciq_optuna.samplers._checks import DOUBTFUL, PLAIN, CheckRates
 from ciq_optuna.samplers._distance import RowDistances
 from ciq_optuna.samplers._genes import Gene, draws_random, neighbours
 from ciq_optuna.samplers._mutation import mutate
@@ -124,9 +123,6 @@ _LS_TWO = 0.5
 _CHECK_RATE = 0.1
 # ... and of those that stretch an inertness to a context not seen yet (BinaryModel.predict).
 _UNTESTED_CHECK_RATE = 0.25
-# Check rates adapted to this study's checks (_checks.CheckRates): the weight of the fixed rates in
-# wrong checks (0: the fixed rates above).  Each predicted trial then records ``predicted_doubt``.
-_CHECK_PRIOR_WRONG = 0.0
 # User attribute of a queued trial that compiles whatever is predicted: no prediction is announced.
 _COMPILE_REQUIRED = "compile_required"
 # Binary-aware: queued trials (enqueue_trial: fixed values) are predicted too, so an objective may
@@ -135,15 +131,17 @@ _COMPILE_REQUIRED = "compile_required"
 # the objective asks for: off (measured with the generalisation from one inert change, not adopted).
 _PREDICT_FIXED = True
 _LEARN_SHAPES = False
-# Binary-aware: a plan that leaves open a gene the objective will ask for (the compiled trials'
-# presence conditions say it is present there) gets a random value for it in the plan, as the
-# random sampler would draw it, and is predicted as completed; a row still open is not predicted
-# (BinaryModel.open_genes: the value drawn later is not the one predicted from; issue 10).
-_CLOSE_OPEN_PLANS = False
-# Binary-aware, the model's half of _CLOSE_OPEN_PLANS alone: plans stay as they are (no value drawn
-# into them), a row that leaves open a gene the objective asks for is not predicted, and inertness
-# as a whole covers only the values seen inert (measured, BENCHMARKS.md).
-_GUARD_OPEN = False
+# Binary-aware: a plan whose open genes were drawn before its claim (_completed) is predicted as
+# completed, not as planned (the prediction of the plan stood for a configuration without them).
+_PREDICT_COMPLETED = False
+# Binary-aware: a configuration that still leaves open a gene the objective will ask for is
+# predicted only when every value the objective may draw for it falls in one class there.
+_OPEN_ONE_CLASS = False
+# With _PREDICT_COMPLETED: a plan predicted as planned whose completion is not predicted to the same
+# binary is completed again (up to this many draws) until it is (0: the first completion stands).
+_KEEP_PREDICTED = 0
+# Binary-aware: a gene inert as a whole is so only at the values seen in inert changes (BinaryModel.whole_seen).
+_WHOLE_SEEN = False
 
 
 def _generator(seed: int | None) -> np.random.Generator:
@@ -240,9 +238,7 @@ class GeneticSampler(BaseGASampler):
     ``predicted_from`` (the number of a trial that compiled it) and ``skip_compile`` (True, except
     for one prediction in ten, and one in four of those that stretch an inertness to a context not
     seen yet, more after failed checks that blamed the genes it changes: these are compiled as
-    checks; a check that gives another binary splits the changes involved; with
-    ``_CHECK_PRIOR_WRONG`` > 0, off by default, these rates follow the study's own checks of each
-    kind of prediction, :class:`~ciq_optuna.samplers._checks.CheckRates`).  Candidates are also
+    checks; a check that gives another binary splits the changes involved).  Candidates are also
     compared as the compile objective will see them (genes that conditions learnt from the
     compiled trials leave unused dropped), so a plan that only differs in unused genes is not
     proposed again.  Queued trials (``enqueue_trial``) are predicted the same way, except those
@@ -341,14 +337,10 @@ class GeneticSampler(BaseGASampler):
         self._binary_attr = binary_attr
         self._check_rate = _CHECK_RATE
         self._untested_check_rate = _UNTESTED_CHECK_RATE
-        self._check_prior_wrong = _CHECK_PRIOR_WRONG
         self._avoid_repeats = False  # True: prefer children not predicted to repeat a binary
         # local search: True drops moves predicted to repeat a binary while an unpredicted one
         # exists; False (adopted on held-out tunes, BENCHMARKS.md) keeps them for the pick
         self._ls_avoid_repeats = False
-        # binary-aware: plans carry the genes a move switches on (_complete), and local moves are
-        # compared with the study as the objective runs them; off: measured, not adopted (BENCHMARKS.md)
-        self._complete_plans = False
         self._predict_fixed = _PREDICT_FIXED
         self._learn_shapes = _LEARN_SHAPES
         self._lock = threading.RLock()
@@ -385,9 +377,10 @@ class GeneticSampler(BaseGASampler):
         self._sorted: tuple[int, np.ndarray, list[float]] = (0, np.empty(0, dtype=np.int64), [])  # rows, order, values
         self._badness_cache: tuple[np.ndarray | None, np.ndarray] = (None, np.empty(0))
         self._binaries = BinaryModel()
-        self._binaries.skip_open = _CLOSE_OPEN_PLANS or _GUARD_OPEN
-        self._fill_open = _CLOSE_OPEN_PLANS
-        self._checks = CheckRates(self._check_rate, self._untested_check_rate, self._check_prior_wrong)
+        self._predict_completed = _PREDICT_COMPLETED
+        self._open_one_class = _OPEN_ONE_CLASS
+        self._keep_predicted = _KEEP_PREDICTED
+        self._binaries.whole_seen = _WHOLE_SEEN
         self._keys: set[bytes] = set()
         self._keys_d = 0
         self._rules: list[tuple[int, int, np.ndarray]] = []
@@ -526,13 +519,9 @@ class GeneticSampler(BaseGASampler):
         binary = attrs.get(self._binary_attr)
         if self._learn_shapes and t.state == TrialState.COMPLETE and attrs.get("skipped_compile") and self._binaries.active:
             self._binaries.add_shape(self._x[self._n - 1, : len(self._names)])  # which genes it asked for
-        predicted = attrs.get("predicted_binary")
-        if predicted is not None and not attrs.get("skipped_compile") and t.state in (TrialState.COMPLETE, TrialState.FAIL):
-            # a check: compiled although predicted (a failed compile cannot be the predicted binary)
-            kind = DOUBTFUL if attrs.get("predicted_doubt") else PLAIN
-            self._checks.record(kind, wrong=t.state == TrialState.FAIL or (isinstance(binary, str) and binary != predicted))
         if t.state != TrialState.COMPLETE or not isinstance(binary, str) or attrs.get("skipped_compile"):
             return
+        predicted = attrs.get("predicted_binary")
         row = self._x[self._n - 1, : len(self._names)]
         self._binaries.set_ordered([self._genes[name].kind != "cat" for name in self._names])
         source = int(attrs["predicted_from"]) if predicted is not None and "predicted_from" in attrs else None
@@ -615,16 +604,6 @@ class GeneticSampler(BaseGASampler):
             q_codes = codes[:, q]
             codes[np.isnan(q_codes) | np.isin(q_codes, off), j] = math.nan
         return codes
-
-    def _complete(self, cands: np.ndarray) -> np.ndarray:
-        """With ``_complete_plans``, in a binary-aware study: the genes that candidates leave open (absent in the trial
-        they come from, e.g. switched on by the move) drawn now, as the random sampler would draw
-        them when the objective asks (the caller projects them on the conditions): the plan is
-        then the whole configuration the objective runs, so its binary can be predicted and a
-        finished configuration is not proposed again."""
-        if not self._complete_plans or not self._binaries.active or not np.isnan(cands).any():
-            return cands
-        return np.where(np.isnan(cands), self._random_genomes(len(cands)), cands)
 
     def _decode(self, row: np.ndarray) -> dict[str, Any]:
         genes = self._genes
@@ -823,6 +802,8 @@ class GeneticSampler(BaseGASampler):
             taken = _Taken(self._taken_finished(), running)
             self._learn_activation()
             self._tables()
+            if self._open_one_class:
+                self._binaries.domains = np.where(self._kind == _KINDS["cont"], 0.0, self._nval)
             prediction = None
             for tries_left in range(_CLAIM_TRIES - 1, -1, -1):
                 plan, prediction = self._plan(trial.number, pool, fixed, taken)
@@ -831,6 +812,8 @@ class GeneticSampler(BaseGASampler):
                     if done is None and tries_left:  # every completion drawn is in the study: plan again
                         taken.running.update(_keys(self._encode(plan)[None, :]))
                         continue
+                    if done is not None and done is not plan and self._predict_completed and self._binaries.active:
+                        done, prediction = self._predict_completion(study, trial, plan, done, prediction, taken)
                     plan = done or plan
                 self._plans[trial_id_of(trial)] = plan
                 if isinstance(plan, _Exhausted):
@@ -884,19 +867,40 @@ class GeneticSampler(BaseGASampler):
                 return done
         return None
 
+    def _predict_completion(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        plan: dict[str, Any],
+        done: dict[str, Any],
+        planned: tuple[str, int, int] | None,
+        taken: _Taken,
+    ) -> tuple[dict[str, Any], tuple[str, int, int] | None]:
+        """The completion ``done`` of ``plan`` and its prediction; with ``_KEEP_PREDICTED``, when the
+        plan was predicted (``planned``) and its completion is not predicted to that binary, other
+        completions are drawn (not in the study) and the first predicted to it is taken."""
+        got = self._binaries.predict(self._encode(done)[None, :])[0]
+        if planned is None or (got is not None and got[0] == planned[0]):
+            return done, got
+        for _ in range(self._keep_predicted):
+            other = self._completed(study, trial, plan, taken)
+            if other is None or other is plan:
+                break
+            again = self._binaries.predict(self._encode(other)[None, :])[0]
+            if again is not None and again[0] == planned[0]:
+                return other, again
+        return done, got
+
     def _announce(self, study: Study, trial: FrozenTrial, prediction: tuple[str, int, int]) -> None:
         """Tell the objective that this trial's binary is predicted to be one already compiled:
         user attributes ``predicted_binary``, ``predicted_from`` (that trial's number) and
         ``skip_compile`` (True unless this trial is one of the rare checks of a prediction).
         An objective that knows the hook reuses that trial's values instead of compiling."""
         binary, number, doubt = prediction
-        # a doubtful prediction (BinaryModel.predict) is checked more, the more doubt the more;
-        # adaptive rates (_checks.CheckRates) follow this study's checks of each kind
-        skip = bool(self._rng.rand() >= self._checks.rate(doubt))
-        attrs: list[tuple[str, Any]] = [("predicted_binary", binary), ("predicted_from", number), ("skip_compile", skip)]
-        if self._checks.adaptive:
-            attrs.append(("predicted_doubt", int(doubt)))
-        for key, value in attrs:
+        # a doubtful prediction (BinaryModel.predict) is checked more, the more doubt the more
+        rate = self._check_rate if not doubt else 1.0 - (1.0 - self._untested_check_rate) ** doubt
+        skip = bool(self._rng.rand() >= rate)
+        for key, value in (("predicted_binary", binary), ("predicted_from", number), ("skip_compile", skip)):
             storage_of(study).set_trial_user_attr(trial_id_of(trial), key, value)
             # The trial object Optuna passes here is the one ``optuna.Trial.user_attrs`` reads.
             trial.user_attrs[key] = value
@@ -989,7 +993,7 @@ class GeneticSampler(BaseGASampler):
                 if self._ls_avoid_repeats and 0 < len(new) < len(local):  # a move of a gene inert here teaches nothing
                     local, guess = local[new], [None] * len(new)
                 i = int(np.argmin(self._knn_score(local, order))) if len(local) > 1 else 0
-                return self._closed(local[i], guess[i])
+                return self._decode(local[i]), guess[i]
         pool: list[np.ndarray] = []  # blocks of fresh candidate rows
         n_fresh = 0
         seen: set[bytes] = set()
@@ -1003,8 +1007,6 @@ class GeneticSampler(BaseGASampler):
                 cands = self._random_genomes(64 if attempt < 5 else 512)
                 if self._g0_sobol and not evolve and attempt == 0:
                     cands[0] = self._sobol.row(number, self._kind, self._nval)
-            if not fixed:
-                cands = self._complete(cands)
             for j in self._snap_cols:
                 cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
             if len(fixed_cols):
@@ -1040,26 +1042,7 @@ class GeneticSampler(BaseGASampler):
             i = self._explore_pick(fresh, order)
         else:
             i = self._pick(fresh, order)
-        return self._closed(fresh[i], predicted[i])
-
-    def _closed(self, row: np.ndarray, prediction: tuple[str, int, int] | None) -> tuple[dict[str, Any], tuple[str, int, int] | None]:
-        """The plan of ``row`` and its prediction; with ``_CLOSE_OPEN_PLANS``, the genes it leaves
-        open that the objective will ask for (BinaryModel.open_genes) are drawn now and the
-        completed row is predicted: the plan is then the configuration the objective compiles."""
-        if not self._fill_open or not self._binaries.active:
-            return self._decode(row), prediction
-        row = row.copy()
-        for _ in range(len(self._names)):  # a gene drawn may open another (a switch, then its value)
-            gaps = self._binaries.open_genes(self._binaries.present(row[None, :]))[0, : len(row)]
-            if not gaps.any():
-                break
-            row[gaps] = self._random_genomes(1)[0, gaps]
-            for j in self._snap_cols:
-                row[j] = self._genes[self._names[j]].snap(row[j : j + 1])[0]
-            row = self._project(row[None, :])[0]
-        else:
-            return self._decode(row), None
-        return self._decode(row), self._binaries.predict(row[None, :])[0]
+        return self._decode(fresh[i]), predicted[i]
 
     def _local_turn(self, number: int, stalled: int) -> bool:
         """Whether trial ``number`` is a local-search trial: a share ``_ls_share`` of the trials,
@@ -1102,7 +1085,7 @@ class GeneticSampler(BaseGASampler):
         :meth:`_local`), and the share of its neighbourhood already in the study."""
         d = len(self._names)
         kept = self._neighbours(row, depth)  # [rows, keys or None]; the rows are not to be changed
-        cands = self._complete(kept[0])
+        cands = kept[0]
         if self._snap_cols or self._rules:  # both change rows in place
             cands = cands.copy() if cands is kept[0] else cands
             for j in self._snap_cols:
@@ -1115,9 +1098,7 @@ class GeneticSampler(BaseGASampler):
             keys = kept[1]
         else:
             keys = _keys(cands, self._integral(d))
-        # as the compile objective will run them: a move of a gene it will not use is no move
-        as_run = _keys(self._binaries.project(cands)) if self._complete_plans and self._binaries.active else None
-        new = _unseen(keys, taken, set(), as_run)
+        new = _unseen(keys, taken, set())
         done = 1.0 - len(new) / len(cands) if len(cands) else 1.0
         if not new:
             return cands[:0], done
