@@ -17,6 +17,13 @@ def _binary(row: np.ndarray) -> str:
     return f"{a if c == 1 else 0}-{b // 4 if d <= 2 else 0}-{c}-{d}"
 
 
+def _toy_model(seed: int) -> tuple[np.random.Generator, BinaryModel, np.ndarray]:
+    """A random generator, an empty model of five genes (the second ordered) and the genes' sizes."""
+    m = BinaryModel()
+    m.set_ordered([False, True, False, False, False])
+    return np.random.default_rng(seed), m, np.array([4, 8, 3, 5, 6])
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_canonical_settings_after_partial_redo_equal_a_full_recompute(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     redone: list[int | None] = []
@@ -28,10 +35,7 @@ def test_canonical_settings_after_partial_redo_equal_a_full_recompute(seed: int,
         return at
 
     monkeypatch.setattr(_binaries, "_rows_to_redo", counted)
-    rng = np.random.default_rng(seed)
-    m = BinaryModel()
-    m.set_ordered([False, True, False, False, False])
-    sizes = np.array([4, 8, 3, 5, 6])
+    rng, m, sizes = _toy_model(seed)
     for number in range(600):
         row = (rng.random(5) * sizes).astype(int).astype(float)
         m.add(row, _binary(row), number)
@@ -48,10 +52,7 @@ def test_groups_and_contexts_kept_as_trials_move_equal_those_made_afresh(seed: i
     """The index of canonical settings (each group's trials, binaries and earliest trial) and the
     contexts of the genes' inert pairs, kept up to date as rules change and trials move, equal
     the same made from scratch from the trials' canonical settings."""
-    rng = np.random.default_rng(seed)
-    m = BinaryModel()
-    m.set_ordered([False, True, False, False, False])
-    sizes = np.array([4, 8, 3, 5, 6])
+    rng, m, sizes = _toy_model(seed)
     for number in range(500):
         row = (rng.random(5) * sizes).astype(int).astype(float)
         m.add(row, _binary(row), number)
