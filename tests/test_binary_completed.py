@@ -86,22 +86,11 @@ def _wrong_skips(seed: int) -> tuple[int, int]:
 
 
 def test_completed_plans_predicted_as_completed_skip_only_right(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The toy study of tests/test_binary_open.py (seeds 0-2): the default skips some trials
+    """The toy study above (seeds 0-2): the default skips some trials
     wrongly (a level drawn into the plan after its prediction); with both knobs, none."""
     assert sum(_wrong_skips(seed)[1] for seed in range(3)) > 0
     monkeypatch.setattr(_genetic, "_PREDICT_COMPLETED", True)
     monkeypatch.setattr(_genetic, "_OPEN_ONE_CLASS", True)
-    got = [_wrong_skips(seed) for seed in range(3)]
-    assert sum(n for n, _ in got) > 0
-    assert sum(w for _, w in got) == 0
-
-
-def test_completion_kept_to_the_planned_binary(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With ``_KEEP_PREDICTED`` the completions drawn again are predicted to the planned binary
-    or the first one stands: skips stay right."""
-    monkeypatch.setattr(_genetic, "_PREDICT_COMPLETED", True)
-    monkeypatch.setattr(_genetic, "_OPEN_ONE_CLASS", True)
-    monkeypatch.setattr(_genetic, "_KEEP_PREDICTED", 16)
     got = [_wrong_skips(seed) for seed in range(3)]
     assert sum(n for n, _ in got) > 0
     assert sum(w for _, w in got) == 0

@@ -137,9 +137,6 @@ _PREDICT_COMPLETED = False
 # Binary-aware: a configuration that still leaves open a gene the objective will ask for is
 # predicted only when every value the objective may draw for it falls in one class there.
 _OPEN_ONE_CLASS = False
-# With _PREDICT_COMPLETED: a plan predicted as planned whose completion is not predicted to the same
-# binary is completed again (up to this many draws) until it is (0: the first completion stands).
-_KEEP_PREDICTED = 0
 # Binary-aware: a gene inert as a whole is so only at the values seen in inert changes (BinaryModel.whole_seen).
 _WHOLE_SEEN = False
 
@@ -379,7 +376,6 @@ class GeneticSampler(BaseGASampler):
         self._binaries = BinaryModel()
         self._predict_completed = _PREDICT_COMPLETED
         self._open_one_class = _OPEN_ONE_CLASS
-        self._keep_predicted = _KEEP_PREDICTED
         self._binaries.whole_seen = _WHOLE_SEEN
         self._keys: set[bytes] = set()
         self._keys_d = 0
@@ -813,7 +809,7 @@ class GeneticSampler(BaseGASampler):
                         taken.running.update(_keys(self._encode(plan)[None, :]))
                         continue
                     if done is not None and done is not plan and self._predict_completed and self._binaries.active:
-                        done, prediction = self._predict_completion(study, trial, plan, done, prediction, taken)
+                        prediction = self._binaries.predict(self._encode(done)[None, :])[0]
                     plan = done or plan
                 self._plans[trial_id_of(trial)] = plan
                 if isinstance(plan, _Exhausted):
@@ -866,30 +862,6 @@ class GeneticSampler(BaseGASampler):
             if _keys(self._encode(done)[None, :])[0] not in taken:
                 return done
         return None
-
-    def _predict_completion(
-        self,
-        study: Study,
-        trial: FrozenTrial,
-        plan: dict[str, Any],
-        done: dict[str, Any],
-        planned: tuple[str, int, int] | None,
-        taken: _Taken,
-    ) -> tuple[dict[str, Any], tuple[str, int, int] | None]:
-        """The completion ``done`` of ``plan`` and its prediction; with ``_KEEP_PREDICTED``, when the
-        plan was predicted (``planned``) and its completion is not predicted to that binary, other
-        completions are drawn (not in the study) and the first predicted to it is taken."""
-        got = self._binaries.predict(self._encode(done)[None, :])[0]
-        if planned is None or (got is not None and got[0] == planned[0]):
-            return done, got
-        for _ in range(self._keep_predicted):
-            other = self._completed(study, trial, plan, taken)
-            if other is None or other is plan:
-                break
-            again = self._binaries.predict(self._encode(other)[None, :])[0]
-            if again is not None and again[0] == planned[0]:
-                return other, again
-        return done, got
 
     def _announce(self, study: Study, trial: FrozenTrial, prediction: tuple[str, int, int]) -> None:
         """Tell the objective that this trial's binary is predicted to be one already compiled:
@@ -1087,17 +1059,15 @@ class GeneticSampler(BaseGASampler):
         kept = self._neighbours(row, depth)  # [rows, keys or None]; the rows are not to be changed
         cands = kept[0]
         if self._snap_cols or self._rules:  # both change rows in place
-            cands = cands.copy() if cands is kept[0] else cands
+            cands = cands.copy()
             for j in self._snap_cols:
                 cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
             cands = self._project(cands)
             keys = _keys(cands, self._integral(d))
-        elif cands is kept[0]:  # the neighbourhood as made: its keys are made once too
+        else:  # the neighbourhood as made: its keys are made once too
             if kept[1] is None:
                 kept[1] = _keys(cands, self._integral(d))
             keys = kept[1]
-        else:
-            keys = _keys(cands, self._integral(d))
         new = _unseen(keys, taken, set())
         done = 1.0 - len(new) / len(cands) if len(cands) else 1.0
         if not new:
