@@ -91,7 +91,7 @@ def make_tuned(fill: list[optuna.trial.FrozenTrial], out: Path, size: int, worke
         have, _ = tune_workers._trial_count(storage, study._study_id)
         tune_workers.copy_trials(storage, study._study_id, [t for t in fill if t.state.is_finished()][: size - have])
         start, _ = tune_workers._trial_count(storage, study._study_id)
-        med, _, _, ks = tune_workers.run_workers(url, workers, chunk, work, start, dict(os.environ))
+        med, _, _, ks, _ = tune_workers.run_workers(url, workers, chunk, work, start, dict(os.environ))
     print(f"# {out}: {start} trials, then {sum(ks)} by {workers} tune processes ({med:.1f} CPU ms/trial)")
 
 

@@ -18,8 +18,9 @@ more trials (CPU ``cK`` for the ``k`` trials each created). CPU per trial of tha
 runs in a child and is not in it). They cancel only in part with several workers: the measured
 run's one-offs (its first read and learning of the whole study, the summary and ACF at its end)
 run while the other workers run, the run of one trial alone does not. So each run also reports
-the CPU per trial between the worker's second and last trial creation, which leaves them out. The table gives the median over the workers. Wall clock is not
-shown: W processes on a shared 2-core machine wait for each other's compiles.
+the CPU per trial between the worker's second and last trial creation, which leaves them out.
+The table gives the median over the workers. Wall clock is not shown: W processes on a shared
+2-core machine wait for each other's compiles.
 
 ``--base ROOT --pairs N`` compares two versions of the code in one run: each size and worker
 count is run N times with the base tree's code and N times with this tree's, alternately (the

@@ -90,6 +90,7 @@ def test_row_distances_of_codes_off_the_tables(bad: float, pairwise: bool) -> No
     got = table(x, 60, cands, idx, scale, nval, np.ones(4, dtype=bool), pairwise=pairwise)
     assert np.array_equal(got, direct(cands, x[idx], scale, pairwise))
 
+
 def test_distances_gene_by_gene_add_the_genes_in_order() -> None:
     rng = np.random.default_rng(5)
     kind, nval, scale = _space(rng, 23)
