@@ -25,6 +25,7 @@ tunes only (a candidate behind a knob measured against the base).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import statistics
@@ -140,8 +141,28 @@ def run(args: argparse.Namespace) -> None:
                         out.flush()
 
 
+def _rows(path: str) -> list[dict[str, Any]]:
+    """The runs recorded in ``path`` (JSON lines, gzip-compressed if it ends in ``.gz``); a
+    missing file or a line that is not JSON stops with one line saying which."""
+    try:
+        text = gzip.open(path, "rt").read() if path.endswith(".gz") else Path(path).read_text()
+    except OSError as exc:
+        raise SystemExit(f"error: cannot read {path}: {exc.strerror or exc}") from None
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise SystemExit(f"error: {path}, line {n}: not JSON ({exc.msg})") from None
+    return rows
+
+
 def table(path: str) -> None:
-    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    rows = _rows(path)
+    ran = [v for v in VARIANTS if any(r["variant"] == v for r in rows)]
+    if "unaware" not in ran:
+        raise SystemExit(f"error: {path}: the runs need the unaware variant (each run is compared with it)")
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from tune_examples import CASES
 
@@ -152,9 +173,6 @@ def table(path: str) -> None:
         "| best (median) | as good as unaware | compiles to the unaware best (median) |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    ran = [v for v in VARIANTS if any(r["variant"] == v for r in rows)]
-    if "unaware" not in ran:
-        raise SystemExit("table: the runs need the unaware variant (each run is compared with it)")
     keys = sorted({(r["case"], r["budget"]) for r in rows})
     for case, budget in keys:
         runs = {v: {r["seed"]: r for r in rows if (r["case"], r["budget"], r["variant"]) == (case, budget, v)} for v in ran}
@@ -226,8 +244,7 @@ def same(path: str) -> None:
     """Per case, budget and seed: whether the base and new tunes gave the same results (every
     field but the wall time: the compile counts, best value, progress to each best)."""
     runs: dict[tuple[int, int, int], dict[str, dict[str, Any]]] = {}
-    for line in Path(path).read_text().splitlines():
-        r = json.loads(line)
+    for r in _rows(path):
         runs.setdefault((r["case"], r["budget"], r["seed"]), {})[r["variant"]] = {
             k: v for k, v in r.items() if k not in ("wall", "variant")
         }
