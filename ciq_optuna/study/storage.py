@@ -61,6 +61,8 @@ DEFAULT_MAX_RETRY = 3
 
 #: Seconds a SQLite writer waits for the lock held by another worker before giving up.
 SQLITE_BUSY_TIMEOUT_S = 60.0
+# Opening a new database while other processes create its tables: tries before giving up.
+SCHEMA_RACE_TRIES = 8
 
 #: SQLite variants measured by benchmarks/throughput.py; "tuned" is what resolve_storage uses.
 SQLITE_MODES = ("optuna-default", "wal-normal", "wal-off", "tuned")
@@ -160,6 +162,16 @@ def error_chain(exc: BaseException) -> Iterator[BaseException]:
 def is_connection_error(exc: BaseException) -> bool:
     """Whether ``exc`` (or an error in its chain) is a lost or refused database connection."""
     return any(isinstance(e, _CONNECTION_ERRORS) for e in error_chain(exc))
+
+
+def is_schema_race(exc: BaseException) -> bool:
+    """Whether ``exc`` is what opening a new database gives while another process creates the
+    same tables at the same moment (a table or version row already there, SQLite's write lock);
+    opening again then finds the schema complete."""
+    if isinstance(exc, sqlalchemy.exc.IntegrityError):
+        return True
+    text = str(getattr(exc, "orig", None) or exc)
+    return "already exists" in text or "database is locked" in text
 
 
 def retry_pauses(timeout: float) -> Iterator[float]:
@@ -412,14 +424,21 @@ def resolve_storage(
             "heartbeat_stale_trial_callback": callback,
         }
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            rdb = ResilientRDBStorage(
-                chosen,
-                engine_kwargs=engine_kwargs_for(chosen, sqlite_mode=sqlite_mode),
-                reconnect_timeout=reconnect_timeout,
-                **hb_kwargs,
-            )
+        for tries_left in range(SCHEMA_RACE_TRIES - 1, -1, -1):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    rdb = ResilientRDBStorage(
+                        chosen,
+                        engine_kwargs=engine_kwargs_for(chosen, sqlite_mode=sqlite_mode),
+                        reconnect_timeout=reconnect_timeout,
+                        **hb_kwargs,
+                    )
+                break
+            except sqlalchemy.exc.SQLAlchemyError as exc:
+                if not tries_left or not is_schema_race(exc):
+                    raise
+                time.sleep(random.uniform(0.05, 0.25))
         return BatchedStorage(rdb, write_through=WRITE_THROUGH_ATTRS) if batched else rdb
     except ImportError:
         driver = parsed.get_backend_name()
