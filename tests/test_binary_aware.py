@@ -382,3 +382,20 @@ def test_local_search_also_proposes_moves_predicted_to_repeat_a_binary() -> None
         taken = _genetic._Taken(sampler._taken_finished(), set())
         _, predictions[keep] = sampler._plan(40, 8, {}, taken)
     assert predictions[False] is not None and predictions[True] is None
+
+
+@pytest.mark.parametrize(
+    ("counts", "expected"),
+    [
+        ((1, 1, 0, 1, 1, 1, 0), "work: 1 trial, 1 compile run, 0 skipped (0%"),
+        ((1, 1, 0, 1, 1, 1, 0), "1 prediction checked by compiling, 1 wrong), 1 distinct binary, 0 measurements"),
+        ((4, 2, 2, 2, 0, 2, 2), "work: 4 trials, 2 compiles run, 2 skipped (50%"),
+        ((4, 2, 2, 2, 0, 2, 2), "2 predictions checked by compiling, 0 wrong), 2 distinct binaries, 2 measurements"),
+    ],
+)
+def test_work_saved_line_counts_in_singular_and_plural(counts: tuple[int, ...], expected: str) -> None:
+    from ciq_optuna.objectives.work_saved import format_work_saved
+
+    keys = ("trials", "compiles_run", "compiles_skipped", "predictions_checked", "predictions_wrong")
+    work = dict(zip(keys + ("distinct_binaries", "measurements_reused"), counts))
+    assert expected in format_work_saved(work)

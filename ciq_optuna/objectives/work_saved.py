@@ -40,13 +40,17 @@ def record_work_saved(study: optuna.Study) -> dict[str, int]:
     return work
 
 
+def _count(n: int, noun: str, plural: str = "") -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
+
+
 def format_work_saved(work: dict[str, int]) -> str:
     """One line for the end of a tune run."""
     share = work["compiles_skipped"] / work["trials"] if work["trials"] else 0.0
     return (
-        f"work: {work['trials']} trials, {work['compiles_run']} compiles run, "
+        f"work: {_count(work['trials'], 'trial')}, {_count(work['compiles_run'], 'compile')} run, "
         f"{work['compiles_skipped']} skipped ({100 * share:.0f}%: predicted to repeat a binary already "
-        f"measured; {work['predictions_checked']} predictions checked by compiling, "
-        f"{work['predictions_wrong']} wrong), {work['distinct_binaries']} distinct binaries, "
-        f"{work['measurements_reused']} measurements reused"
+        f"measured; {_count(work['predictions_checked'], 'prediction')} checked by compiling, "
+        f"{work['predictions_wrong']} wrong), {_count(work['distinct_binaries'], 'distinct binary', 'distinct binaries')}, "
+        f"{_count(work['measurements_reused'], 'measurement')} reused"
     )
