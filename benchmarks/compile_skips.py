@@ -8,7 +8,8 @@
 ``run`` tunes each case of ``tune_examples.CASES`` (single objective) with the real ptxas, per
 budget and seed three times in a row, each in its own process: the binary-aware sampler of the
 base tree (``--base``, put first on ``PYTHONPATH``), the binary-aware sampler of this tree, and the
-unaware sampler (``binary_attr=None``) of this tree; one JSON line per tune.  ``table`` prints,
+unaware sampler (``binary_attr=None``) of this tree; one JSON line per tune.  A tune that fails is
+reported on stderr with its own stderr (the traceback) and left out; the others go on.  ``table`` prints,
 per case and budget, the medians over seeds: share of trials not compiled, compiles run, distinct
 binaries, configurations run twice, best value, runs as good as the unaware run of the same seed,
 and compiles until the unaware best was reached.  ``same`` says per seed whether the base and new
@@ -134,7 +135,11 @@ def run(args: argparse.Namespace) -> None:
                         cmd += ["--compile-cache", args.compile_cache] if args.compile_cache else []
                         if variant == "new":
                             cmd += [f"--knob={k}" for k in args.new_knob]
-                        got = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+                        got = subprocess.run(cmd, env=env, capture_output=True, text=True)
+                        if got.returncode:  # say why, keep going: the other tunes still count
+                            print(f"case {case}, {budget} trials, seed {seed}, {variant}: failed", file=sys.stderr)
+                            print(got.stderr, file=sys.stderr, flush=True)
+                            continue
                         row = json.loads(got.stdout.strip().splitlines()[-1])
                         row.update(case=case, budget=budget, seed=seed, variant=variant)
                         out.write(json.dumps(row) + "\n")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import pickle
 import statistics
 import tempfile
@@ -103,8 +104,11 @@ def _cache_compiles(directory: Path) -> None:
             return result
         result = real(self, source, arch, flags, output=output, **kw)
         cubin = result.cubin_path.read_bytes() if result.ok and result.cubin_path else None
-        path.with_suffix(".tmp").write_bytes(pickle.dumps((result, cubin)))
-        path.with_suffix(".tmp").replace(path)
+        # a temporary file of this process's own: two processes compiling the same key at the same
+        # moment (parallel runs sharing a cache) must not rename one file twice
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(pickle.dumps((result, cubin)))
+        tmp.replace(path)
         return result
 
     Compiler.compile = compile  # type: ignore[method-assign]
