@@ -221,15 +221,16 @@ def _wrong(rows: list[dict[str, Any]]) -> str:
 
 def pooled(rows: list[dict[str, Any]]) -> None:
     """Per budget over every case and seed that all three variants ran: runs as good as the
-    unaware run, runs where the new sampler's best is better / worse than the base's, and the
-    median share not compiled per variant."""
+    unaware run, runs where the new sampler's best is better / worse than the base's, the median
+    share not compiled per variant and the median share of right skips (skips less wrong skips,
+    over trials; "-" where the rows have no ground truth)."""
     print()
     print(
         "| trials | runs | as good as unaware: base / new | new better / worse than base "
         "| not compiled (median share): base / new | compiles run (sum): base / new "
-        "| skips / wrong skips (other values), sum: base ; new |"
+        "| right skips (median share): base / new | skips / wrong skips (other values), sum: base ; new |"
     )
-    print("|---:|---:|---|---|---|---|---|")
+    print("|---:|---:|---|---|---|---|---|---|")
     for budget in sorted({r["budget"] for r in rows}):
         got = {(r["case"], r["seed"], r["variant"]): r for r in rows if r["budget"] == budget}
         runs = sorted({(c, s) for c, s, _ in got if all((c, s, v) in got for v in VARIANTS)})
@@ -239,10 +240,19 @@ def pooled(rows: list[dict[str, Any]]) -> None:
         worse = sum(n["best"] > b["best"] for n, b in zip(new, base, strict=True))
         share = [100 * statistics.median(r["compiles_skipped"] / r["trials"] for r in rs) for rs in (base, new)]
         runs_c = [sum(r["compiles_run"] for r in rs) for rs in (base, new)]
+        right = " / ".join(_right_share(rs) for rs in (base, new))
         print(
             f"| {budget} | {len(runs)} | {good[0]}/{len(runs)} / {good[1]}/{len(runs)} | {better} / {worse} "
-            f"| {share[0]:.1f} % / {share[1]:.1f} % | {runs_c[0]} / {runs_c[1]} | {_wrong(base)} ; {_wrong(new)} |"
+            f"| {share[0]:.1f} % / {share[1]:.1f} % | {runs_c[0]} / {runs_c[1]} | {right} "
+            f"| {_wrong(base)} ; {_wrong(new)} |"
         )
+
+
+def _right_share(rows: list[dict[str, Any]]) -> str:
+    """Median share of right skips ((compiles skipped - wrong skips) / trials), "-" without ground truth."""
+    if not rows or any("wrong_skips" not in r for r in rows):
+        return "-"
+    return f"{100 * statistics.median((r['compiles_skipped'] - r['wrong_skips']) / r['trials'] for r in rows):.1f} %"
 
 
 def same(path: str) -> None:
