@@ -8,6 +8,10 @@ Usage: nice -n 10 python benchmarks/genetic_parts.py --against 173bc19 --trials 
 ``--hooks nsga2,random``: also a table of the time spent in each sampler's Optuna hooks (the
 sampler's own share of a trial) against the rest (Optuna's own), those samplers in the same
 round robin.
+
+``--interleave 50 --from 300``: the two studies of a round take turns 50 trials at a time (which
+goes first alternates), the parts and the whole trial (without the table look-up, as
+``replay.py timing`` counts it) counted from trial 300 on; the two must propose the same trials.
 """
 
 from __future__ import annotations
@@ -30,12 +34,20 @@ PARTS = {
     "before_trial": "`before_trial` (the sampler's planning)",
     "_sync": "`_sync` (new trials into the genome matrix)",
     "_pick": "`_pick` (score of the children)",
+    "_knn_score": "`_knn_score` (nearest-neighbour score, its distances included)",
     "_distances": "`_distances` (all calls)",
     "_children": "`_children` (elite, batches of 512 children)",
+    "_bred": "`_bred` (the same, with the batch's keys and code check)",
+    "_elite": "`_elite` (the niche elite)",
+    "_breed": "`_breed` (a batch of 512 children)",
     "_explore_pick": "`_explore_pick` (restart exploration)",
     "_fail_risk": "`_fail_risk`",
     "_order": "`_order`",
+    "_learn_activation": "`_learn_activation` (conditional parameters)",
 }
+
+
+_COUNTING = [True]  # whether the part timers count now (``--from``)
 
 
 def _timed(cls: type, acc: collections.Counter) -> None:
@@ -45,6 +57,8 @@ def _timed(cls: type, acc: collections.Counter) -> None:
             continue
 
         def wrapper(*a, _f=f, _name=name, **k):  # type: ignore[no-untyped-def]
+            if not _COUNTING[0]:
+                return _f(*a, **k)
             t = time.thread_time()
             try:
                 return _f(*a, **k)
@@ -79,6 +93,8 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--hooks", default="", help="other samplers of replay.py to time by hooks, e.g. nsga2,random")
+    ap.add_argument("--interleave", type=int, default=0, metavar="K", help="the two studies take turns K trials at a time")
+    ap.add_argument("--from", dest="start", type=int, default=0, metavar="T", help="with --interleave: count from trial T")
     args = ap.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.simplefilter("ignore")
@@ -90,6 +106,9 @@ def main() -> None:
         _timed(cls, acc[label])
     space = replay.load_space("gemm_RTX_3090")
     res: dict[str, dict[str, list[float]]] = {label: collections.defaultdict(list) for label in samplers}
+    if args.interleave:
+        _interleaved(args, samplers, acc, space)
+        return
     others = [name for name in args.hooks.split(",") if name]
     hooks: dict[str, dict[str, list[float]]] = {label: collections.defaultdict(list) for label in [*samplers, *others]}
     for r in range(args.rounds):
@@ -122,6 +141,38 @@ def main() -> None:
             whole, own = np.median(row["whole"]), np.median(row["hooks"])
             rest = np.median(np.subtract(row["whole"], row["hooks"]))
             print(f"| {label} | {whole:.2f} | {own:.2f} | {rest:.2f} |")
+
+
+def _interleaved(args: argparse.Namespace, samplers: dict, acc: dict, space: replay.Space) -> None:
+    """``--interleave``: the studies of a round take turns; CPU ms per trial from trial ``--from``."""
+    res: dict[str, dict[str, list[float]]] = {label: collections.defaultdict(list) for label in samplers}
+    for r in range(args.rounds):
+        runs = {label: replay._Run(space, cls(seed=r)) for label, cls in samplers.items()}
+        _COUNTING[0] = False
+        for run in runs.values():
+            run.steps(args.start)
+        for label in samplers:
+            acc[label].clear()
+        _COUNTING[0] = True
+        for block, start in enumerate(range(args.start, args.trials, args.interleave)):
+            turn = list(runs.items()) if block % 2 else list(runs.items())[::-1]
+            for _, run in turn:
+                run.steps(min(args.interleave, args.trials - start))
+        outs = [run.out for run in runs.values()]
+        assert all(out == outs[0] for out in outs), "the two trees proposed different trials"
+        for label, run in runs.items():
+            n = len(run.cpu) - args.start
+            res[label]["whole trial (ask + suggest + tell)"].append(1000 * sum(run.cpu[args.start :]) / n)
+            for name, text in PARTS.items():
+                res[label][text].append(1000 * acc[label][name] / n)
+    labels = list(samplers)
+    print(f"| part (CPU ms per trial, trials {args.start}-{args.trials - 1} of {args.trials}, taking turns "
+          f"{args.interleave} at a time, median of {args.rounds}) | {labels[0]} | {labels[1]} | difference |")
+    print("|---|---:|---:|---:|")
+    for row in ["whole trial (ask + suggest + tell)", *PARTS.values()]:
+        a, b = (float(np.median(res[label][row])) for label in labels)
+        diff = float(np.median(np.subtract(res[labels[1]][row], res[labels[0]][row])))
+        print(f"| {row} | {a:.3f} | {b:.3f} | {diff:+.3f} |")
 
 
 if __name__ == "__main__":

@@ -110,7 +110,9 @@ class _Reference(GeneticSampler):
     them on each call), the fitness order and the last improvement worked out from every row on
     each call."""
 
-    def _distances(self, cands: np.ndarray, idx: np.ndarray, run_from: int | None = None) -> np.ndarray:
+    def _distances(
+        self, cands: np.ndarray, idx: np.ndarray, run_from: int | None = None, checked: bool = False
+    ) -> np.ndarray:
         return direct(cands, self._x[idx, : len(self._names)], self._scale, self._pairwise_sums)
 
     def _pair_distances(self, rows: np.ndarray) -> np.ndarray:
@@ -166,3 +168,33 @@ def test_nearest_neighbours_at_equal_distances_are_the_earliest_trials(monkeypat
     assert len(study.trials) == 80
     dist = np.array([[2.0, 1.0, 1.0, 0.5, 1.0], [1.0, 1.0, 1.0, 1.0, 1.0]])
     assert _smallest(dist, 3).tolist() == [[3, 1, 2], [0, 1, 2]]
+
+
+@pytest.mark.parametrize("pairwise", [True, False])
+def test_row_distances_of_discrete_genes_equal_the_formula(pairwise: bool) -> None:
+    """Every gene discrete with a table (the usual tuning space): the rows added one to a few at a
+    time (their columns made in Python), the candidates' terms gathered at once, told or not that
+    their codes are table rows, the rows asked for in a run or in any order (the elite's pairs)."""
+    rng = np.random.default_rng(13)
+    for _ in range(20):
+        d = int(rng.integers(1, 16))
+        nval = rng.integers(1, 12, d).astype(float)
+        kind = rng.integers(0, 2, d)  # ordered or categorical
+        scale = np.where(kind == 0, 1.0 / np.maximum(1.0, nval - 1), 1.0)
+        x = np.floor(rng.random((200, d)) * nval)
+        x[rng.random(x.shape) < 0.1] = math.nan
+        x[rng.random(x.shape) < 0.01] = 2.5  # a row's code off the tables: the formula for it
+        table = RowDistances(window=int(rng.integers(8, 40)), direct_terms=0)
+        n = 0
+        while n < len(x):
+            n = min(len(x), n + int(rng.integers(1, 6)))
+            cands = np.floor(rng.random((int(rng.integers(1, 20)), d)) * nval)
+            cands[rng.random(cands.shape) < 0.1] = math.nan
+            if rng.random() < 0.5:
+                idx = np.arange(max(0, n - 30), n)
+            else:
+                idx = rng.choice(np.arange(max(0, n - 20), n), min(n, 12), replace=False)
+            want = direct(cands, x[idx], scale, pairwise)
+            for checked in (True, False):
+                got = table(x, n, cands, idx, scale, nval, kind != 2, pairwise=pairwise, checked=checked)
+                assert np.array_equal(got, want)

@@ -173,3 +173,38 @@ def test_activation_is_made_once_a_row_lacks_a_gene_with_the_rules_of_every_row(
         plain.add(row)
     want = plain.rules()
     assert want and [(j, q, off.tolist()) for j, q, off in sampler._rules] == [(j, q, off.tolist()) for j, q, off in want]
+
+
+def test_children_codes_checked_once_per_batch() -> None:
+    """A batch of children is checked once to hold table codes: the pick then trusts them, with
+    the scores it gives otherwise; a batch with a code off the tables is not trusted."""
+    def objective(trial: optuna.Trial) -> float:
+        a, b = trial.suggest_int("a", 0, 9), trial.suggest_int("b", 0, 5)
+        if a > 6 and b > 2:
+            raise ValueError("a failing region")  # failure rates for the pick
+        return (a - 4) ** 2 + b
+
+    sampler = GeneticSampler(pool_size=8, seed=2)
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(objective, n_trials=120, catch=(ValueError,))
+    sampler._sync(study)
+    assert sampler._n_failed
+    order = sampler._order()
+    cands, keys, checked = sampler._bred(order, 16, 1.0)
+    assert checked and len(keys) == len(cands) == 16
+    cands[0, 0] = math.nan  # an absent gene: a table code too
+    state = sampler._rng.get_state()
+    plain = sampler._knn_score(cands, order)
+    sampler._rng.set_state(state)
+    assert np.array_equal(sampler._knn_score(cands, order, checked=True), plain)
+    # a code below the tables (a fixed value out of range): its rates worked out from the counts
+    off = cands[:3].copy()
+    off[:, 1] = -1.0
+    _, cols, stack = sampler._fail_stack
+    prior = sampler._n_failed / sampler._n
+    ci = np.where(np.isnan(off), 0, off).astype(int)
+    rate = (stack[0, np.arange(len(cols)), ci] + 2.0 * prior) / (stack[1, np.arange(len(cols)), ci] + 2.0)
+    rate[np.isnan(off)] = 0.0
+    assert np.array_equal(sampler._fail_risk(off), rate.max(axis=1))
+    sampler._x[sampler._elite(order)[0], 0] = 2.5  # an elite row off the tables (not a trial's code)
+    assert not sampler._bred(order, 16, 1.0)[2]

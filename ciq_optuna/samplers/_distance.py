@@ -25,6 +25,7 @@ _TABLE_CELLS = 1024  # table rows (values + 1 for absent) over all genes, at mos
 _PW_BLOCK = 128  # numpy's PW_BLOCKSIZE
 _MIN_RUN = 16  # consecutive rows at the end of those asked for, read from the table as they are
 _DIRECT_TERMS = 4096  # up to this many (candidate, row, gene) terms, the formula is faster
+_FEW_ROWS = 4  # up to this many new rows, their table columns are made in Python (cheaper)
 
 
 def direct(a: np.ndarray, b: np.ndarray, scale: np.ndarray, pairwise: bool = True) -> np.ndarray:
@@ -97,6 +98,9 @@ class RowDistances:
         self._offset = np.zeros(0, dtype=np.intp)  # per gene: its first table row (tabled genes)
         self._row_gene = np.zeros(0, dtype=np.intp)
         self._has_table = np.zeros(0, dtype=bool)
+        self._all_tabled = True  # every gene has a table
+        self._table_genes: list[tuple[int, list[float], float]] = []
+        self._terms: dict[tuple[int, float], list[float]] = {}  # (gene, code): its table rows' terms
         self._table = np.empty((0, 0))  # rows: (gene, value or absent); columns: evaluated rows
         self._base = 0  # row of column 0
         self._upto = 0  # rows [base, upto) are in the table
@@ -104,11 +108,14 @@ class RowDistances:
     def __call__(
         self, x: np.ndarray, n: int, cands: np.ndarray, idx: np.ndarray, scale: np.ndarray,
         nval: np.ndarray, tabled: np.ndarray, run_from: int | None = None, pairwise: bool = True,
+        checked: bool = False,
     ) -> np.ndarray:
         """Distances of ``cands`` (m x d) to rows ``idx`` of ``x`` (its first ``n`` rows are
         final); ``nval``: values per gene; ``tabled``: genes coded by integers below ``nval``
         (the others use the formula, gene by gene); ``run_from``: ``idx[run_from:]`` are known
-        to be consecutive rows (else found out); ``pairwise``: see :func:`direct`."""
+        to be consecutive rows (else found out); ``pairwise``: see :func:`direct`; ``checked``:
+        the caller knows that every code of ``cands`` is NaN or an integer in [0, ``nval``) (not
+        checked again)."""
         d = cands.shape[1]
         m, k = len(cands), len(idx)
         if m * k * d <= self.direct_terms:  # the formula itself is faster for a few rows (same bits)
@@ -131,11 +138,19 @@ class RowDistances:
                 else:
                     old = self._columns(x[old])
                 table = np.concatenate([old, table], axis=1)
+        elif int(idx.min()) >= self._base and int(idx.max()) < self._upto:  # rows in any order (the elite's pairs)
+            table = self._table.take(idx - self._base, axis=1)
         else:
             table = self._columns(x[idx])
         table = table.astype(self._table.dtype, copy=False)  # columns made afresh: float64
+        if self._all_tabled and (checked or _table_codes(cands, nval)):  # the usual case: every term looked up
+            # absent (NaN): the gene's last table row; ``np.fmin`` gives it and keeps the codes (below it)
+            rows = (np.fmin(cands, nval).astype(np.intp) + self._offset).T.ravel()
+            terms = table.take(rows, axis=0).reshape(d, m, k)  # (d, m, k); ``take`` gathers faster
+            return pairwise_sum(terms) if pairwise else terms.sum(axis=0)
         nan = np.isnan(cands)
-        valid = nan | ((cands >= 0) & (cands < nval) & (cands == np.floor(cands)))
+        whole = np.floor(cands)
+        valid = nan | ((whole == cands) & (whole >= 0) & (whole < nval))
         looked = valid.all(axis=0) & self._has_table
         codes = np.where(nan, nval, np.where(valid, cands, 0)).astype(np.intp)
         if looked.all():
@@ -172,12 +187,21 @@ class RowDistances:
                 cells += int(nval[j]) + 1
             self._has_table = np.zeros(d, dtype=bool)
             self._has_table[genes] = True
+            self._all_tabled = bool(self._has_table.all())
             sizes = np.where(self._has_table, nval + 1, 0).astype(np.intp)
             self._offset = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
             # per table row: its gene, value code (ABSENT: the gene absent from the candidate), scale
             self._row_gene = np.repeat(np.arange(d), sizes)
             self._row_code = np.concatenate([[*range(z - 1), ABSENT] for z in sizes.tolist() if z] or [[]]) * 1.0
             self._row_scale = scale[self._row_gene]
+            # per tabled gene, for :meth:`_column`: (gene, its table rows' codes, its scale)
+            codes = self._row_code.tolist()
+            self._table_genes = [
+                (j, codes[o : o + z], float(scale[j]))
+                for j, o, z in zip(range(d), self._offset.tolist(), sizes.tolist())
+                if z
+            ]
+            self._terms = {}
             self._table = np.zeros((max(1, len(self._row_gene)), cap), dtype=dtype)
             self._base = self._upto = max(0, n - self.window)
         self._arrays = (d, id(scale), id(nval), id(tabled), dtype)
@@ -189,8 +213,36 @@ class RowDistances:
             keep = max(0, self._upto - new_base)
             self._table[:, :keep] = self._table[:, new_base - self._base : self._upto - self._base]
             self._base, self._upto = new_base, new_base + keep
-        self._table[:, self._upto - self._base : n - self._base] = self._columns(x[self._upto : n, :d])
+        if n - self._upto <= _FEW_ROWS and self._table_genes:  # a row per trial: its column from term lists
+            for i, row in enumerate(x[self._upto : n, :d].tolist(), self._upto - self._base):
+                self._table[:, i] = self._column(row)
+        else:
+            self._table[:, self._upto - self._base : n - self._base] = self._columns(x[self._upto : n, :d])
         self._upto = n
+
+    def _column(self, row: list[float]) -> list[float]:
+        """The table column of one genome row (a list), as :meth:`_columns` makes it (the same
+        float64 operations, one number at a time): each tabled gene's terms against its value are
+        made once and kept."""
+        column: list[float] = []
+        terms = self._terms
+        for j, codes, scale in self._table_genes:
+            b = row[j]
+            if b != b:  # NaN: the gene is absent
+                b = ABSENT
+            got = terms.get((j, b))
+            if got is None:
+                if len(terms) >= _TABLE_CELLS:
+                    terms.clear()
+                got = terms[(j, b)] = [min(abs(c - b) * scale, 1.0) for c in codes]
+            column += got
+        return column
+
+
+def _table_codes(cands: np.ndarray, nval: np.ndarray) -> bool:
+    """Whether every code of ``cands`` is absent (NaN) or an integer in [0, ``nval``)."""
+    whole = np.floor(cands)
+    return bool((np.isnan(cands) | ((whole == cands) & (whole >= 0) & (whole < nval))).all())
 
 
 def _gene_formula(a: np.ndarray, b: np.ndarray, scale: float) -> np.ndarray:

@@ -382,14 +382,15 @@ class GeneticSampler(BaseGASampler):
         self._rules: list[tuple[int, int, np.ndarray]] = []
         self._rules_n = -1
         self._activation: _Activation | None = None
-        self._absent_scan: tuple[int, int, bool] = (-1, 0, False)  # genes, rows scanned, one absent
+        self._first_absent = math.inf  # the first gene some row lacks (a row lacks the genes after its own)
         self._order_cache: tuple[int, np.ndarray] = (-1, np.empty(0, dtype=int))
         self._tables_d = -1
         self._elite_cache: tuple[tuple, np.ndarray] = ((), np.empty(0, dtype=int))
+        self._elite_quick: tuple[tuple, tuple | None] = ((), None)  # (genes, top rows' bytes), the cache they gave
         self._fail_tab: dict[int, np.ndarray] = {}
         self._n_failed = 0
         self._fail_stack: tuple = (-1, None, None)
-        self._fail_rates: tuple = (None, None, None)
+        self._fail_rates: tuple = (None, None, None, None)
         self._fail_counts: ValueCounts | None = None
         self._counted: tuple[int, list[int]] = (-1, [])
         self._integral_d: tuple[int, bool] = (-1, False)
@@ -436,6 +437,7 @@ class GeneticSampler(BaseGASampler):
         codes = self._encode_list(params)
         d = len(codes)
         self._x[self._n, :d] = codes
+        self._first_absent = min(self._first_absent, next((j for j, c in enumerate(codes) if c != c), d))
         self._v[self._n] = values
         self._num[self._n] = number
         self._n += 1
@@ -489,9 +491,10 @@ class GeneticSampler(BaseGASampler):
         genes = self._genes
         for n in numbers:
             t = trials[n]
-            for name, dist in t.distributions.items():
-                if name not in genes:
-                    self._gene_for(name, dist)
+            if not t.distributions.keys() <= genes.keys():  # a new parameter (a set comparison is cheaper)
+                for name, dist in t.distributions.items():
+                    if name not in genes:
+                        self._gene_for(name, dist)
             if not t.state.is_finished():
                 pending.append(n)
                 continue
@@ -585,14 +588,8 @@ class GeneticSampler(BaseGASampler):
         self._rules_n = self._n
 
     def _some_absent(self, d: int) -> bool:
-        """Whether some row lacks one of the first ``d`` genes (rows scanned once each)."""
-        last_d, upto, found = self._absent_scan
-        if last_d != d:
-            upto, found = 0, False
-        if not found and upto < self._n:
-            found = bool(np.isnan(self._x[upto : self._n, :d]).any())
-        self._absent_scan = (d, self._n, found)
-        return found
+        """Whether some row lacks one of the first ``d`` genes (see ``_first_absent``)."""
+        return self._first_absent < d
 
     def _project(self, codes: np.ndarray) -> np.ndarray:
         """Genomes with the parameters that would not be suggested set to NaN."""
@@ -970,9 +967,11 @@ class GeneticSampler(BaseGASampler):
         n_fresh = 0
         seen: set[bytes] = set()
         last = None
+        checked = True  # every block in the pool holds table codes (see _bred)
         for attempt in range(6):
+            keys, codes_ok = None, False
             if evolve and attempt < 4 and not explore:
-                cands = self._children(parents, self._n_children(), strength=1.0 + attempt)
+                cands, keys, codes_ok = self._bred(parents, self._n_children(), strength=1.0 + attempt)
             elif explore and attempt < 5:
                 cands = self._random_genomes(_EXPLORE_CANDIDATES)
             else:
@@ -983,15 +982,19 @@ class GeneticSampler(BaseGASampler):
                 cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
             if len(fixed_cols):
                 cands[:, fixed_cols] = fixed_row[fixed_cols]
+                codes_ok = False
             cands = self._project(cands)
             last = cands
+            if keys is None or self._snap_cols or self._rules or len(fixed_cols):  # rows changed since bred
+                keys = _keys(cands, self._integral(len(self._names)))
             # As the compile objective will see them (conditions learnt from its trials): a plan
             # whose unused genes differ is not a new configuration.
             as_run = _keys(self._binaries.project(cands)) if self._binaries.active and not fixed else None
-            new = _unseen(_keys(cands, self._integral(len(self._names))), taken, seen, as_run)
+            new = _unseen(keys, taken, seen, as_run)
             if new:
                 pool.append(cands[new])
                 n_fresh += len(new)
+                checked = checked and codes_ok
             if n_fresh and (not evolve or n_fresh >= _MIN_FRESH or attempt >= 3):
                 break
         if not pool:
@@ -1013,7 +1016,7 @@ class GeneticSampler(BaseGASampler):
         elif explore or (early and self._g0_spread):
             i = self._explore_pick(fresh, order)
         else:
-            i = self._pick(fresh, order)
+            i = self._pick(fresh, order, checked=checked)
         return self._decode(fresh[i]), predicted[i]
 
     def _local_turn(self, number: int, stalled: int) -> bool:
@@ -1162,6 +1165,11 @@ class GeneticSampler(BaseGASampler):
         Children of one elite are independent draws, so they are bred ``_child_batch`` at a time
         and handed out to the following trials while the elite (and ``strength``) stays the same:
         the cost of breeding is shared by many trials."""
+        return self._bred(order, m, strength)[0]
+
+    def _bred(self, order: np.ndarray, m: int, strength: float) -> tuple[np.ndarray, list[bytes], bool]:
+        """:meth:`_children`, with what was worked out once for their whole batch: their keys
+        (``_keys``) and whether every discrete gene holds a table code (:meth:`_table_codes`)."""
         d = len(self._names)
         x = self._x[self._elite(order), :d]
         key = (x.tobytes(), d, strength)
@@ -1169,10 +1177,18 @@ class GeneticSampler(BaseGASampler):
         if batch is None or batch[1] + m > len(batch[0]):
             if len(self._child_batches) >= 16:
                 self._child_batches.clear()
-            batch = self._child_batches[key] = [self._breed(x, max(m, self._child_batch), strength), 0]
+            rows = self._breed(x, max(m, self._child_batch), strength)
+            batch = self._child_batches[key] = [rows, 0, _keys(rows, self._integral(d)), self._table_codes(rows)]
         start = batch[1]
         batch[1] += m
-        return batch[0][start : start + m].copy()
+        return batch[0][start : start + m].copy(), batch[2][start : start + m], batch[3]
+
+    def _table_codes(self, rows: np.ndarray) -> bool:
+        """Whether every discrete gene of ``rows`` is absent (NaN) or an integer code below its
+        number of values: then the distance and failure tables need not check them."""
+        whole = np.floor(rows)
+        ok = np.isnan(rows) | ((whole == rows) & (whole >= 0) & (whole < self._nval))
+        return bool((ok | ~self._tabled).all())
 
     def _breed(self, x: np.ndarray, m: int, strength: float) -> np.ndarray:
         """``m`` children of the elite rows ``x`` (sorted best first)."""
@@ -1212,6 +1228,15 @@ class GeneticSampler(BaseGASampler):
         if not self._niche or len(order) <= s:
             return order[:s]
         cand = order[: 8 * s]
+        quick = (len(self._names), cand.tobytes())  # cheaper to compare than ``key``
+        if self._elite_quick[0] == quick and self._elite_quick[1] is self._elite_cache:
+            return self._elite_cache[1]  # the same top rows as at the last call
+        elite = self._niche_elite(cand, s)
+        self._elite_quick = (quick, self._elite_cache)
+        return elite
+
+    def _niche_elite(self, cand: np.ndarray, s: int) -> np.ndarray:
+        """:meth:`_elite` of the top rows ``cand``."""
         key = (len(self._names), *cand.tolist())
         if self._elite_cache[0] == key:  # most new trials do not enter the top rows
             return self._elite_cache[1]
@@ -1294,10 +1319,11 @@ class GeneticSampler(BaseGASampler):
         ``_knn_cands`` (the nearest-neighbour distances cost the most per candidate)."""
         return self._n_candidates if self._mixing() else min(self._n_candidates, self._knn_cands)
 
-    def _pick(self, cands: np.ndarray, order: np.ndarray) -> int:
-        """Index of the candidate to run, by the surrogate ``_surrogate`` (see its constant)."""
+    def _pick(self, cands: np.ndarray, order: np.ndarray, checked: bool = False) -> int:
+        """Index of the candidate to run, by the surrogate ``_surrogate`` (see its constant);
+        ``checked``: every discrete gene of ``cands`` holds a table code (:meth:`_table_codes`)."""
         if not self._mixing():
-            return int(np.argmin(self._knn_score(cands, order)))
+            return int(np.argmin(self._knn_score(cands, order, checked=checked)))
         score = self._value_counts(order).score(cands)
         score = score + self._rng.uniform(0.0, 1e-6, len(score))
         if self._surrogate == "tpe":
@@ -1305,7 +1331,7 @@ class GeneticSampler(BaseGASampler):
         if self._fail_weight:
             score = score + self._fail_weight * self._fail_risk(cands)
         top = np.argsort(score, kind="stable")[: self._knn_top]
-        return int(top[np.argmin(self._knn_score(cands[top], order))])
+        return int(top[np.argmin(self._knn_score(cands[top], order, checked=checked))])
 
     def _value_counts(self, order: np.ndarray) -> ValueCounts:
         """Value statistics of the best ``_gamma`` of the evaluated trials against the others
@@ -1317,39 +1343,42 @@ class GeneticSampler(BaseGASampler):
         counts.update(self._x[counts.n : n, :d], order[: max(2, math.ceil(self._gamma * n))])
         return counts
 
-    def _knn_score(self, cands: np.ndarray, order: np.ndarray) -> np.ndarray:
+    def _knn_score(self, cands: np.ndarray, order: np.ndarray, checked: bool = False) -> np.ndarray:
         """Score of each candidate (lower is better): the fitness rank of its nearest evaluated
-        trials (failures worst) plus its failure risk."""
+        trials (failures worst) plus its failure risk; ``checked``: see :meth:`_pick`."""
         n = self._n
         lo = max(0, n - self._window)
-        elite = order[: self._survivors()]
-        old = np.sort(elite[elite < lo])
-        idx = np.concatenate([old, np.arange(lo, n)])
-        dist = self._distances(cands, idx, len(old))
-        bad = self._badness(order)[idx]  # the fitness rank in [0, 1), failures 1
+        old = sorted(r for r in order[: self._survivors()].tolist() if r < lo)  # elite rows before the window
+        idx = np.arange(lo - len(old), n)
+        idx[: len(old)] = old
+        dist = self._distances(cands, idx, len(old), checked)
+        bad = self._badness(order).take(idx)  # the fitness rank in [0, 1), failures 1
         k = min(3, len(idx))
         if self._first_ties:
             near = _smallest(dist, k)
         else:
             near = np.argpartition(dist, k - 1, axis=1)[:, :k]
         w = 1.0 / (dist[np.arange(len(dist))[:, None], near] + 1e-3)
-        score = (bad[near] * w).sum(axis=1) / w.sum(axis=1) + self._fail_risk(cands)
+        score = (bad.take(near) * w).sum(axis=1) / w.sum(axis=1) + self._fail_risk(cands, checked)
         return score + self._rng.uniform(0.0, 1e-6, len(score))
 
-    def _distances(self, cands: np.ndarray, idx: np.ndarray, run_from: int | None = None) -> np.ndarray:
+    def _distances(
+        self, cands: np.ndarray, idx: np.ndarray, run_from: int | None = None, checked: bool = False
+    ) -> np.ndarray:
         """Distance of each candidate to each evaluated row in ``idx`` (sum of per-gene distances
         in [0, 1]; an absent gene against a present one counts 1; see ``_distance.direct``),
         from per-gene tables over the latest rows (:class:`RowDistances`); ``idx[run_from:]``:
-        consecutive rows, if known."""
+        consecutive rows, if known; ``checked``: see :meth:`_pick`."""
         return self._row_distances(
-            self._x, self._n, cands, idx, self._scale, self._nval, self._tabled, run_from, self._pairwise_sums
+            self._x, self._n, cands, idx, self._scale, self._nval, self._tabled, run_from, self._pairwise_sums, checked
         )
 
-    def _fail_risk(self, cands: np.ndarray) -> np.ndarray:
+    def _fail_risk(self, cands: np.ndarray, checked: bool = False) -> np.ndarray:
         """Highest smoothed failure rate among the candidate's gene values (failures cluster on
         values such as too large blocks); the prior is the study's failure rate.  With
-        ``_pair_fail``, also among its gene-value pairs (:meth:`ValueCounts.pair_risk`)."""
-        risk = self._value_fail_risk(cands)
+        ``_pair_fail``, also among its gene-value pairs (:meth:`ValueCounts.pair_risk`);
+        ``checked``: see :meth:`_pick`."""
+        risk = self._value_fail_risk(cands, checked)
         if self._pair_fail and self._n_failed and self._pair_fail_now():
             risk = np.maximum(risk, self._failure_counts().pair_risk(cands, self._n_failed / self._n))
         return risk
@@ -1370,8 +1399,8 @@ class GeneticSampler(BaseGASampler):
             counts.update(self._x[counts.n : n, :d], np.where(np.isnan(self._v[:n, 0]))[0])
         return counts
 
-    def _value_fail_risk(self, cands: np.ndarray) -> np.ndarray:
-        """The per-gene part of :meth:`_fail_risk`."""
+    def _value_fail_risk(self, cands: np.ndarray, checked: bool = False) -> np.ndarray:
+        """The per-gene part of :meth:`_fail_risk` (``checked``: see :meth:`_pick`)."""
         if not self._n_failed or not self._fail_tab:
             return np.zeros(len(cands))
         if self._fail_stack[0] != len(self._fail_tab):  # a gene got its table since
@@ -1386,14 +1415,18 @@ class GeneticSampler(BaseGASampler):
         _, cols, stack = self._fail_stack
         if self._fail_rates[0] != (self._n, stack.shape):  # per gene and value, 0 for absent (last)
             prior = self._n_failed / self._n
-            rates = np.zeros((len(cols), stack.shape[2] + 1))
-            rates[:, :-1] = (stack[0] + 2.0 * prior) / (stack[1] + 2.0)
-            self._fail_rates = ((self._n, stack.shape), rates.ravel(), np.arange(len(cols)) * rates.shape[1])
-        _, rates, first = self._fail_rates
+            if self._fail_rates[0] is None or self._fail_rates[0][1] != stack.shape:
+                table = np.zeros((len(cols), stack.shape[2] + 1))  # its last column stays 0
+                self._fail_rates = (None, table, table.ravel(), np.arange(len(cols)) * table.shape[1])
+            _, table, flat, first = self._fail_rates
+            np.divide(stack[0] + 2.0 * prior, stack[1] + 2.0, out=table[:, :-1])  # in place, once per trial
+            self._fail_rates = ((self._n, stack.shape), table, flat, first)
+        _, _, rates, first = self._fail_rates
         c = cands[:, cols] if len(cols) != cands.shape[1] else cands  # every gene: in column order
         width = stack.shape[2]
-        ci = np.where(np.isnan(c), width, c).astype(np.intp)
-        if ci.min() < 0 or ci.max() > width:  # a code outside the tables (a fixed value out of range)
+        # absent (NaN): the last column, of zeros; ``np.fmin`` gives it and keeps checked codes (below it)
+        ci = (np.fmin(c, width) if checked else np.where(np.isnan(c), width, c)).astype(np.intp)
+        if not checked and ci.view(np.uintp).max() > width:  # a code outside the tables (negative ones wrap round)
             ci = np.where(np.isnan(c), 0, c).astype(int)
             prior = self._n_failed / self._n
             rate = (stack[0, np.arange(len(cols)), ci] + 2.0 * prior) / (stack[1, np.arange(len(cols)), ci] + 2.0)
