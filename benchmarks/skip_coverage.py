@@ -27,7 +27,15 @@ earlier compiled trial's binary (a missed skip) gets one category:
 
 ``--table`` counts the categories per kernel.  Each gene of kind ``pair`` also records the
 genes whose setting blocked it (the switches of its value classes, or the context of its
-inertness as a whole).
+inertness as a whole).  Two more counts, summed over the tunes:
+
+- relaxed rules, over the compiled trials that had no prediction (queued ones left out): the
+  binary a looser rule would have predicted, right / wrong / conflicting; ``clean``: every gene
+  whose canonical setting differs from an earlier trial's has inert changes and none that
+  mattered nor a failed check (a value never seen inert is then taken as inert too);
+  ``clean1``: the same with one such gene; ``clean_u``: ``clean`` for unordered genes only;
+- the predictions per doubt (``BinaryModel.predict``): skipped, of them wrong (each skipped trial
+  compiled after the tune, as ``compile_skips.py``), compiled as checks, of them wrong.
 """
 
 from __future__ import annotations
