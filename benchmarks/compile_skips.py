@@ -20,7 +20,8 @@ Ground truth: after each tune every skipped trial is compiled with its recorded 
 predicted one; "wrong skips" counts the skipped trials whose real binary differs (or fails), and
 in brackets those of them whose real objective values differ from the reused ones.
 ``--new-knob NAME=VALUE`` (repeatable) sets ``ciq_optuna.samplers._genetic.NAME`` in the "new"
-tunes only (a candidate behind a knob measured against the base).
+tunes only (a candidate behind a knob measured against the base); ``--base-knob`` likewise in the
+"base" tunes only (a base that is itself a set of knobs on).
 """
 
 from __future__ import annotations
@@ -135,6 +136,8 @@ def run(args: argparse.Namespace) -> None:
                         cmd += ["--compile-cache", args.compile_cache] if args.compile_cache else []
                         if variant == "new":
                             cmd += [f"--knob={k}" for k in args.new_knob]
+                        elif variant == "base":
+                            cmd += [f"--knob={k}" for k in args.base_knob]
                         got = subprocess.run(cmd, env=env, capture_output=True, text=True)
                         if got.returncode:  # say why, keep going: the other tunes still count
                             print(f"case {case}, {budget} trials, seed {seed}, {variant}: failed", file=sys.stderr)
@@ -221,14 +224,13 @@ def _wrong(rows: list[dict[str, Any]]) -> str:
 
 def pooled(rows: list[dict[str, Any]]) -> None:
     """Per budget over every case and seed that all three variants ran: runs as good as the
-    unaware run, runs where the new sampler's best is better / worse than the base's, the median
-    share not compiled per variant and the median share of right skips (skips less wrong skips,
-    over trials; "-" where the rows have no ground truth)."""
+    unaware run, runs where the new sampler's best is better / worse than the base's, and the
+    median share not compiled per variant, and the median share skipped rightly."""
     print()
     print(
         "| trials | runs | as good as unaware: base / new | new better / worse than base "
         "| not compiled (median share): base / new | compiles run (sum): base / new "
-        "| right skips (median share): base / new | skips / wrong skips (other values), sum: base ; new |"
+        "| skips / wrong skips (other values), sum: base ; new | right skips (median share): base / new |"
     )
     print("|---:|---:|---|---|---|---|---|---|")
     for budget in sorted({r["budget"] for r in rows}):
@@ -240,19 +242,19 @@ def pooled(rows: list[dict[str, Any]]) -> None:
         worse = sum(n["best"] > b["best"] for n, b in zip(new, base, strict=True))
         share = [100 * statistics.median(r["compiles_skipped"] / r["trials"] for r in rs) for rs in (base, new)]
         runs_c = [sum(r["compiles_run"] for r in rs) for rs in (base, new)]
-        right = " / ".join(_right_share(rs) for rs in (base, new))
         print(
             f"| {budget} | {len(runs)} | {good[0]}/{len(runs)} / {good[1]}/{len(runs)} | {better} / {worse} "
-            f"| {share[0]:.1f} % / {share[1]:.1f} % | {runs_c[0]} / {runs_c[1]} | {right} "
-            f"| {_wrong(base)} ; {_wrong(new)} |"
+            f"| {share[0]:.1f} % / {share[1]:.1f} % | {runs_c[0]} / {runs_c[1]} | {_wrong(base)} ; {_wrong(new)} "
+            f"| {_right_share(base)} / {_right_share(new)} |"
         )
 
 
 def _right_share(rows: list[dict[str, Any]]) -> str:
-    """Median share of right skips ((compiles skipped - wrong skips) / trials), "-" without ground truth."""
+    """Median over the rows of the share of trials skipped rightly ((skipped - wrong skips) /
+    trials), to two decimals; "-" where the rows do not say."""
     if not rows or any("wrong_skips" not in r for r in rows):
         return "-"
-    return f"{100 * statistics.median((r['compiles_skipped'] - r['wrong_skips']) / r['trials'] for r in rows):.1f} %"
+    return f"{100 * statistics.median((r['compiles_skipped'] - r['wrong_skips']) / r['trials'] for r in rows):.2f} %"
 
 
 def same(path: str) -> None:
@@ -284,6 +286,7 @@ def main() -> None:
     r.add_argument("--variants", default=",".join(VARIANTS), help="of base,new,unaware")
     r.add_argument("--out", required=True)
     r.add_argument("--new-knob", action="append", default=[], help="NAME=VALUE of _genetic, new tunes only")
+    r.add_argument("--base-knob", action="append", default=[], help="NAME=VALUE of _genetic, base tunes only")
     o = sub.add_parser("one")
     o.add_argument("case", type=int)
     o.add_argument("budget", type=int)

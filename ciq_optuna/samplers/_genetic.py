@@ -139,6 +139,10 @@ _PREDICT_COMPLETED = False
 _OPEN_ONE_CLASS = False
 # Binary-aware: a gene inert as a whole is so only at the values seen in inert changes (BinaryModel.whole_seen).
 _WHOLE_SEEN = False
+# Binary-aware: check rates of predictions by doubt (BinaryModel.predict), for the doubts listed
+# (index = doubt; e.g. (0.02, 0.1): plain predictions checked at 2 %, those with doubt 1 at 10 %);
+# larger doubts, and every doubt when empty, keep _CHECK_RATE / _UNTESTED_CHECK_RATE.
+_FEWER_CHECKS: tuple[float, ...] = ()
 
 
 def _generator(seed: int | None) -> np.random.Generator:
@@ -334,6 +338,7 @@ class GeneticSampler(BaseGASampler):
         self._binary_attr = binary_attr
         self._check_rate = _CHECK_RATE
         self._untested_check_rate = _UNTESTED_CHECK_RATE
+        self._fewer_checks = tuple(float(r) for r in _FEWER_CHECKS)
         self._avoid_repeats = False  # True: prefer children not predicted to repeat a binary
         # local search: True drops moves predicted to repeat a binary while an unpredicted one
         # exists; False (adopted on held-out tunes, BENCHMARKS.md) keeps them for the pick
@@ -868,6 +873,8 @@ class GeneticSampler(BaseGASampler):
         binary, number, doubt = prediction
         # a doubtful prediction (BinaryModel.predict) is checked more, the more doubt the more
         rate = self._check_rate if not doubt else 1.0 - (1.0 - self._untested_check_rate) ** doubt
+        if doubt < len(self._fewer_checks):
+            rate = self._fewer_checks[doubt]
         skip = bool(self._rng.rand() >= rate)
         for key, value in (("predicted_binary", binary), ("predicted_from", number), ("skip_compile", skip)):
             storage_of(study).set_trial_user_attr(trial_id_of(trial), key, value)
