@@ -152,12 +152,20 @@ def _child(conn: Any, lifeline: Any, func: Callable[..., Any], args: tuple, kwar
         result = func(*args, **kwargs)
     except BaseException as exc:  # noqa: BLE001 - everything must reach the parent as one line
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        conn.send(("error", type(exc).__name__, message, traceback.format_exc()))
+        reply: tuple = ("error", type(exc).__name__, message, traceback.format_exc())
     else:
+        reply = ("ok", result)
+    try:
         try:
-            conn.send(("ok", result))
+            conn.send(reply)
+        except OSError:
+            raise
         except Exception as exc:  # an unpicklable result
             conn.send(("error", type(exc).__name__, f"result cannot be sent back: {exc}", ""))
+    except OSError:
+        # The worker is gone (killed while this ran: its end of the pipe is closed), so nobody is
+        # left to tell; the lifeline ends this group. Not an error of this process to report.
+        pass
     conn.close()
 
 

@@ -111,3 +111,26 @@ def test_a_child_orphaned_at_birth_reports_one_line_not_a_traceback(capsys: pyte
     except ValueError as exc:
         _orphan_excepthook(ValueError, exc, exc.__traceback__)
     assert "Traceback" in capsys.readouterr().err
+
+
+def test_a_child_whose_worker_is_gone_when_it_replies_exits_quietly(capfd: pytest.CaptureFixture[str]) -> None:
+    """A worker SIGKILLed while its child runs: the child's reply finds the pipe closed
+    (BrokenPipeError). The child ends quietly, without a traceback in the worker's log (seen as a
+    'Process-2: Traceback ... conn.send' in the four-workers-killed fault test)."""
+    import multiprocessing
+
+    from ciq_optuna.isolation import _child
+
+    ctx = multiprocessing.get_context("spawn")  # the child holds no copy of the read end
+    for func, args in ((bytes, (b"x" * 100_000,)), (time.sleep, ("not a number",))):  # a result, an error
+        receiver, sender = ctx.Pipe(duplex=False)
+        life_r, life_w = ctx.Pipe(duplex=False)  # kept open: the lifeline does not end the child
+        proc = ctx.Process(target=_child, args=(sender, life_r, func, args, {}))
+        proc.start()
+        sender.close()
+        life_r.close()
+        receiver.close()  # the worker's end is gone before the child replies
+        proc.join(timeout=60)
+        life_w.close()
+        assert proc.exitcode == 0
+        assert "Traceback" not in capfd.readouterr().err
