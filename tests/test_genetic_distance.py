@@ -111,8 +111,7 @@ class _Reference(GeneticSampler):
     each call."""
 
     def _distances(
-        self, cands: np.ndarray, idx: np.ndarray, run_from: int | None = None, checked: bool = False,
-        present: bool = False,
+        self, cands: np.ndarray, idx: np.ndarray, run_from: int | None = None, checked: bool = False
     ) -> np.ndarray:
         return direct(cands, self._x[idx, : len(self._names)], self._scale, self._pairwise_sums)
 
@@ -199,69 +198,3 @@ def test_row_distances_of_discrete_genes_equal_the_formula(pairwise: bool) -> No
             for checked in (True, False):
                 got = table(x, n, cands, idx, scale, nval, kind != 2, pairwise=pairwise, checked=checked)
                 assert np.array_equal(got, want)
-
-
-def test_row_distances_leave_out_genes_of_one_value_bit_for_bit() -> None:
-    """``present`` (no gene absent anywhere): the genes of one value, whose terms are all 0, are
-    left out of the gene-by-gene sums; the elite's older rows (before the run) keep their columns
-    while asked for again, and get new ones when the genes change (new scales)."""
-    rng = np.random.default_rng(21)
-    left_out = 0
-    for _ in range(20):
-        d = int(rng.integers(2, 16))
-        nval = rng.integers(1, 9, d).astype(float)
-        nval[rng.integers(0, d)] = 1.0  # at least one gene of one value
-        left_out += int((nval == 1).sum() < d)
-        kind = rng.integers(0, 2, d)
-        x = np.floor(rng.random((160, d)) * nval)  # every gene present
-        table = RowDistances(window=int(rng.integers(8, 40)), direct_terms=0)
-        old = sorted(rng.choice(40, 3, replace=False).tolist())
-        n = 40
-        while n < len(x):
-            n = min(len(x), n + int(rng.integers(1, 6)))
-            cands = np.floor(rng.random((int(rng.integers(2, 20)), d)) * nval)
-            lo = max(40, n - 30)
-            idx = np.array([*old, *range(lo, n)])
-            # now and then another scale at the same row count: the genes changed (the table is
-            # made again from the same base), the old rows' columns must be made again too
-            for factor in (1.0, 0.5) if n % 3 == 0 else (1.0,):
-                scale = np.where(kind == 0, 1.0 / np.maximum(1.0, nval - 1), 1.0) * factor
-                want = direct(cands, x[idx], scale, pairwise=False)
-                got = table(x, n, cands, idx, scale, nval, kind != 2, len(old), pairwise=False, checked=True, present=True)
-                assert got.dtype == np.float32 and np.array_equal(got, want)
-    assert left_out  # the path that leaves genes out ran
-
-
-def test_present_children_score_as_the_plain_ones() -> None:
-    """In a space with parameters of one value (the gemm and convolution data sets have several),
-    the children picked with their genes of one value left out of the distances and no NaN mapped
-    in the failure risk (``present``) get the scores they get otherwise, and the study proposes
-    what the plain formulas propose."""
-
-    def objective(trial: optuna.Trial) -> float:
-        a, b = trial.suggest_int("a", 0, 9), trial.suggest_categorical("one", [7])
-        c = trial.suggest_categorical("c", ["x", "y", "z"])
-        trial.suggest_int("also_one", 3, 3)
-        if a > 6 and c == "z":
-            raise ValueError("a failing region")
-        return abs(a - 4) + (c == "y") + 0 * b
-
-    proposals = []
-    for cls in (GeneticSampler, _Reference):
-        sampler = cls(pool_size=8, seed=5)
-        study = optuna.create_study(sampler=sampler)
-        study.optimize(objective, n_trials=150, catch=(ValueError,))
-        proposals.append([(t.params, t.state) for t in study.trials])
-    assert proposals[0] == proposals[1]
-    sampler = GeneticSampler(pool_size=8, seed=5)
-    study = optuna.create_study(sampler=sampler)
-    study.optimize(objective, n_trials=150, catch=(ValueError,))
-    sampler._sync(study)
-    order = sampler._order()
-    cands, _, checked = sampler._bred(order, 16, 1.0)
-    assert checked and not sampler._some_absent(len(sampler._names)) and sampler._n_failed
-    state = sampler._rng.get_state()
-    plain = sampler._knn_score(cands, order)
-    sampler._rng.set_state(state)
-    assert np.array_equal(sampler._knn_score(cands, order, checked=True, present=True), plain)
-    assert np.array_equal(sampler._fail_risk(cands, True, True), sampler._fail_risk(cands))

@@ -96,8 +96,6 @@ class RowDistances:
         self._arrays: tuple = ()
         self._keep: tuple = ()
         self._offset = np.zeros(0, dtype=np.intp)  # per gene: its first table row (tabled genes)
-        self._varied = np.zeros(0, dtype=np.intp)  # all but the tabled genes of one value (see __call__)
-        self._varied_offset = np.zeros(0, dtype=np.intp)  # their first table rows
         self._row_gene = np.zeros(0, dtype=np.intp)
         self._has_table = np.zeros(0, dtype=bool)
         self._all_tabled = True  # every gene has a table
@@ -106,19 +104,18 @@ class RowDistances:
         self._table = np.empty((0, 0))  # rows: (gene, value or absent); columns: evaluated rows
         self._base = 0  # row of column 0
         self._upto = 0  # rows [base, upto) are in the table
-        self._old: tuple = (None, None)  # (rows, base, key), their columns (see _old_columns)
 
     def __call__(
         self, x: np.ndarray, n: int, cands: np.ndarray, idx: np.ndarray, scale: np.ndarray,
         nval: np.ndarray, tabled: np.ndarray, run_from: int | None = None, pairwise: bool = True,
-        checked: bool = False, present: bool = False,
+        checked: bool = False,
     ) -> np.ndarray:
         """Distances of ``cands`` (m x d) to rows ``idx`` of ``x`` (its first ``n`` rows are
         final); ``nval``: values per gene; ``tabled``: genes coded by integers below ``nval``
         (the others use the formula, gene by gene); ``run_from``: ``idx[run_from:]`` are known
         to be consecutive rows (else found out); ``pairwise``: see :func:`direct`; ``checked``:
         the caller knows that every code of ``cands`` is NaN or an integer in [0, ``nval``) (not
-        checked again); ``present``: no gene is absent (NaN) from ``cands`` or the rows asked for."""
+        checked again)."""
         d = cands.shape[1]
         m, k = len(cands), len(idx)
         if m * k * d <= self.direct_terms:  # the formula itself is faster for a few rows (same bits)
@@ -135,18 +132,18 @@ class RowDistances:
         if run:
             table = self._table[:, int(idx[a]) - self._base : int(idx[-1]) + 1 - self._base]
             if a:
-                table = np.concatenate([self._old_columns(x, idx[:a]), table], axis=1)
+                old = idx[:a]
+                if int(old.min()) >= self._base:  # still in the table: its columns
+                    old = self._table.take(old - self._base, axis=1)
+                else:
+                    old = self._columns(x[old])
+                table = np.concatenate([old, table], axis=1)
         elif int(idx.min()) >= self._base and int(idx.max()) < self._upto:  # rows in any order (the elite's pairs)
             table = self._table.take(idx - self._base, axis=1)
         else:
             table = self._columns(x[idx])
         table = table.astype(self._table.dtype, copy=False)  # columns made afresh: float64
         if self._all_tabled and (checked or _table_codes(cands, nval)):  # the usual case: every term looked up
-            if present and checked and not pairwise and len(self._varied) < d:
-                # Genes of one value, present everywhere, add 0.0 to every sum (which changes no
-                # bit when the genes are added one after the other): left out; no NaN to map.
-                rows = (cands.take(self._varied, axis=1).astype(np.intp) + self._varied_offset).T.ravel()
-                return table.take(rows, axis=0).reshape(len(self._varied), m, k).sum(axis=0)
             # absent (NaN): the gene's last table row; ``np.fmin`` gives it and keeps the codes (below it)
             rows = (np.fmin(cands, nval).astype(np.intp) + self._offset).T.ravel()
             terms = table.take(rows, axis=0).reshape(d, m, k)  # (d, m, k); ``take`` gathers faster
@@ -163,22 +160,6 @@ class RowDistances:
             for j in np.flatnonzero(~looked).tolist():
                 terms[j] = _gene_formula(cands[:, j], x[idx, j], scale[j])
         return pairwise_sum(terms) if pairwise else terms.sum(axis=0)
-
-    def _old_columns(self, x: np.ndarray, old: np.ndarray) -> np.ndarray:
-        """The table columns of the rows ``old`` (rows before a run, e.g. the elite's older rows),
-        kept while the same rows are asked for again (they change a few times a generation): from
-        the table while they are in it, else made afresh (float64, as :meth:`_columns` makes them).
-        The table's columns never change while its key and base stay."""
-        rows = old.tolist()
-        key = (rows, self._base, self._key)
-        if self._old[0] == key:
-            return self._old[1]
-        if min(rows) >= self._base:  # still in the table: its columns
-            cols = self._table.take(old - self._base, axis=1)
-        else:
-            cols = self._columns(x[old])
-        self._old = (key, cols)
-        return cols
 
     def _columns(self, b: np.ndarray) -> np.ndarray:
         """Table columns for the genome rows ``b``: the term of each (gene, value) against each."""
@@ -209,8 +190,6 @@ class RowDistances:
             self._all_tabled = bool(self._has_table.all())
             sizes = np.where(self._has_table, nval + 1, 0).astype(np.intp)
             self._offset = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
-            self._varied = np.flatnonzero(~tabled | (nval != 1))  # all but the tabled genes of one value
-            self._varied_offset = self._offset[self._varied]
             # per table row: its gene, value code (ABSENT: the gene absent from the candidate), scale
             self._row_gene = np.repeat(np.arange(d), sizes)
             self._row_code = np.concatenate([[*range(z - 1), ABSENT] for z in sizes.tolist() if z] or [[]]) * 1.0

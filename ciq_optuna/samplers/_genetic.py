@@ -392,7 +392,6 @@ class GeneticSampler(BaseGASampler):
         self._tables_d = -1
         self._elite_cache: tuple[tuple, np.ndarray] = ((), np.empty(0, dtype=int))
         self._elite_quick: tuple[tuple, tuple | None] = ((), None)  # (genes, top rows' bytes), the cache they gave
-        self._elite_rows: tuple = (None, 0, None, b"")  # elite array, genes, its rows, their bytes (see _bred)
         self._fail_tab: dict[int, np.ndarray] = {}
         self._n_failed = 0
         self._fail_stack: tuple = (-1, None, None)
@@ -741,24 +740,19 @@ class GeneticSampler(BaseGASampler):
         first = last // pool + 1 + self._stall_gens
         return stalled, first + (generation - first) // self._epoch_gens * self._epoch_gens
 
-    def _explore_pick(
-        self, cands: np.ndarray, order: np.ndarray, present: bool = False, risk: np.ndarray | None = None
-    ) -> int:
+    def _explore_pick(self, cands: np.ndarray, order: np.ndarray) -> int:
         """Index of the candidate farthest from every evaluated trial, failure risk weighed in.
         Only the 16 candidates made of the least evaluated and least failure-prone values are
         measured against the trials (the distances to a thousand trials would cost more than the
-        rest of a trial).  ``present``: the discrete genes of ``cands`` hold table codes and no
-        gene is absent from them or any row (see :meth:`_pick`); ``risk``: their ``_fail_risk``."""
+        rest of a trial)."""
         n = self._n
-        if risk is None:
-            risk = self._fail_risk(cands)  # row by row: the 16 measured keep theirs
         if len(cands) > 16:
-            novel = (1.0 - self._value_counts(order).rarity(cands)) * (1.0 - risk)
+            novel = (1.0 - self._value_counts(order).rarity(cands)) * (1.0 - self._fail_risk(cands))
             best = np.argsort(-novel, kind="stable")[:16]
-            return int(best[self._explore_pick(cands[best], order, present, risk[best])])
+            return int(best[self._explore_pick(cands[best], order)])
         idx = np.arange(max(0, n - 4 * self._window), n)
-        near = self._distances(cands, idx, 0, present, present).min(axis=1) if len(idx) else np.ones(len(cands))
-        score = near * (1.0 - risk)
+        near = self._distances(cands, idx, 0).min(axis=1) if len(idx) else np.ones(len(cands))
+        score = near * (1.0 - self._fail_risk(cands))
         return int(np.argmax(score + self._rng.uniform(0.0, 1e-6, len(score))))
 
     # ------------------------------------------------------------------ Optuna hooks
@@ -985,11 +979,8 @@ class GeneticSampler(BaseGASampler):
             keys, codes_ok = None, False
             if evolve and attempt < 4 and not explore:
                 cands, keys, codes_ok = self._bred(parents, self._n_children(), strength=1.0 + attempt)
-                if self._snap_cols or self._rules or len(fixed_cols):  # changed below: a copy of the batch's rows
-                    cands = cands.copy()
             elif explore and attempt < 5:
                 cands = self._random_genomes(_EXPLORE_CANDIDATES)
-                codes_ok = True  # random codes: integers below each gene's number of values
             else:
                 cands = self._random_genomes(64 if attempt < 5 else 512)
                 if self._g0_sobol and not evolve and attempt == 0:
@@ -1008,7 +999,7 @@ class GeneticSampler(BaseGASampler):
             as_run = _keys(self._binaries.project(cands)) if self._binaries.active and not fixed else None
             new = _unseen(keys, taken, seen, as_run)
             if new:
-                pool.append(cands if len(new) == len(cands) else cands[new])
+                pool.append(cands[new])
                 n_fresh += len(new)
                 checked = checked and codes_ok
             if n_fresh and (not evolve or n_fresh >= _MIN_FRESH or attempt >= 3):
@@ -1025,17 +1016,14 @@ class GeneticSampler(BaseGASampler):
             new = [i for i, p in enumerate(predicted) if p is None]
             if self._avoid_repeats and not fixed and 0 < len(new) < len(fresh):  # spend the trial on a new binary
                 fresh, predicted = fresh[new], [None] * len(new)
-        # children bred from rows that lack no gene (and random genomes), with no rules to project
-        # and nothing fixed, lack no gene either (the distances may leave out the genes of one value)
-        present = checked and not fixed and not self._rules and not self._some_absent(len(self._names))
         if not evolve and len(fresh) > 1 and not fixed and (self._g0_fill or self._g0_guide or self._g0_safe):
             i = self._first_pick(fresh, order)
         elif len(fresh) == 1 or not evolve:
             i = 0
         elif explore or (early and self._g0_spread):
-            i = self._explore_pick(fresh, order, present)
+            i = self._explore_pick(fresh, order)
         else:
-            i = self._pick(fresh, order, checked=checked, present=present)
+            i = self._pick(fresh, order, checked=checked)
         return self._decode(fresh[i]), predicted[i]
 
     def _local_turn(self, number: int, stalled: int) -> bool:
@@ -1184,32 +1172,23 @@ class GeneticSampler(BaseGASampler):
         Children of one elite are independent draws, so they are bred ``_child_batch`` at a time
         and handed out to the following trials while the elite (and ``strength``) stays the same:
         the cost of breeding is shared by many trials."""
-        return self._bred(order, m, strength)[0].copy()
+        return self._bred(order, m, strength)[0]
 
     def _bred(self, order: np.ndarray, m: int, strength: float) -> tuple[np.ndarray, list[bytes], bool]:
         """:meth:`_children`, with what was worked out once for their whole batch: their keys
-        (``_keys``) and whether every discrete gene holds a table code (:meth:`_table_codes`).
-        The children are read-only views of the batch (copy them to change them)."""
+        (``_keys``) and whether every discrete gene holds a table code (:meth:`_table_codes`)."""
         d = len(self._names)
-        elite = self._elite(order)
-        last = self._elite_rows
-        if last[0] is elite and last[1] == d:  # the same elite (arrays from _elite are not changed)
-            x, xkey = last[2], last[3]
-        else:
-            x = self._x[elite, :d]
-            xkey = x.tobytes()
-            self._elite_rows = (elite, d, x, xkey)
-        key = (xkey, d, strength)
+        x = self._x[self._elite(order), :d]
+        key = (x.tobytes(), d, strength)
         batch = self._child_batches.get(key)
         if batch is None or batch[1] + m > len(batch[0]):
             if len(self._child_batches) >= 16:
                 self._child_batches.clear()
             rows = self._breed(x, max(m, self._child_batch), strength)
-            rows.flags.writeable = False  # handed out as views
             batch = self._child_batches[key] = [rows, 0, _keys(rows, self._integral(d)), self._table_codes(rows)]
         start = batch[1]
         batch[1] += m
-        return batch[0][start : start + m], batch[2][start : start + m], batch[3]
+        return batch[0][start : start + m].copy(), batch[2][start : start + m], batch[3]
 
     def _table_codes(self, rows: np.ndarray) -> bool:
         """Whether every discrete gene of ``rows`` is absent (NaN) or an integer code below its
@@ -1347,12 +1326,11 @@ class GeneticSampler(BaseGASampler):
         ``_knn_cands`` (the nearest-neighbour distances cost the most per candidate)."""
         return self._n_candidates if self._mixing() else min(self._n_candidates, self._knn_cands)
 
-    def _pick(self, cands: np.ndarray, order: np.ndarray, checked: bool = False, present: bool = False) -> int:
+    def _pick(self, cands: np.ndarray, order: np.ndarray, checked: bool = False) -> int:
         """Index of the candidate to run, by the surrogate ``_surrogate`` (see its constant);
-        ``checked``: every discrete gene of ``cands`` holds a table code (:meth:`_table_codes`);
-        ``present``: no gene is absent from ``cands`` or from any row (see :meth:`_distances`)."""
+        ``checked``: every discrete gene of ``cands`` holds a table code (:meth:`_table_codes`)."""
         if not self._mixing():
-            return int(np.argmin(self._knn_score(cands, order, checked=checked, present=present)))
+            return int(np.argmin(self._knn_score(cands, order, checked=checked)))
         score = self._value_counts(order).score(cands)
         score = score + self._rng.uniform(0.0, 1e-6, len(score))
         if self._surrogate == "tpe":
@@ -1360,7 +1338,7 @@ class GeneticSampler(BaseGASampler):
         if self._fail_weight:
             score = score + self._fail_weight * self._fail_risk(cands)
         top = np.argsort(score, kind="stable")[: self._knn_top]
-        return int(top[np.argmin(self._knn_score(cands[top], order, checked=checked, present=present))])
+        return int(top[np.argmin(self._knn_score(cands[top], order, checked=checked))])
 
     def _value_counts(self, order: np.ndarray) -> ValueCounts:
         """Value statistics of the best ``_gamma`` of the evaluated trials against the others
@@ -1372,48 +1350,42 @@ class GeneticSampler(BaseGASampler):
         counts.update(self._x[counts.n : n, :d], order[: max(2, math.ceil(self._gamma * n))])
         return counts
 
-    def _knn_score(
-        self, cands: np.ndarray, order: np.ndarray, checked: bool = False, present: bool = False
-    ) -> np.ndarray:
+    def _knn_score(self, cands: np.ndarray, order: np.ndarray, checked: bool = False) -> np.ndarray:
         """Score of each candidate (lower is better): the fitness rank of its nearest evaluated
-        trials (failures worst) plus its failure risk; ``checked``, ``present``: see :meth:`_pick`."""
+        trials (failures worst) plus its failure risk; ``checked``: see :meth:`_pick`."""
         n = self._n
         lo = max(0, n - self._window)
         old = sorted(r for r in order[: self._survivors()].tolist() if r < lo)  # elite rows before the window
         idx = np.arange(lo - len(old), n)
         idx[: len(old)] = old
-        dist = self._distances(cands, idx, len(old), checked, present)
+        dist = self._distances(cands, idx, len(old), checked)
         bad = self._badness(order).take(idx)  # the fitness rank in [0, 1), failures 1
         k = min(3, len(idx))
         if self._first_ties:
             near = _smallest(dist, k)
         else:
             near = np.argpartition(dist, k - 1, axis=1)[:, :k]
-        w = 1.0 / (dist[_column_of_rows(len(dist)), near] + 1e-3)
-        score = (bad.take(near) * w).sum(axis=1) / w.sum(axis=1) + self._fail_risk(cands, checked, present)
+        w = 1.0 / (dist[np.arange(len(dist))[:, None], near] + 1e-3)
+        score = (bad.take(near) * w).sum(axis=1) / w.sum(axis=1) + self._fail_risk(cands, checked)
         return score + self._rng.uniform(0.0, 1e-6, len(score))
 
     def _distances(
-        self, cands: np.ndarray, idx: np.ndarray, run_from: int | None = None, checked: bool = False,
-        present: bool = False,
+        self, cands: np.ndarray, idx: np.ndarray, run_from: int | None = None, checked: bool = False
     ) -> np.ndarray:
         """Distance of each candidate to each evaluated row in ``idx`` (sum of per-gene distances
         in [0, 1]; an absent gene against a present one counts 1; see ``_distance.direct``),
         from per-gene tables over the latest rows (:class:`RowDistances`); ``idx[run_from:]``:
-        consecutive rows, if known; ``checked``: see :meth:`_pick`; ``present``: no gene is absent
-        from ``cands`` or the rows (checked children when no row lacks a gene: bred from such rows,
-        with no rules to project)."""
+        consecutive rows, if known; ``checked``: see :meth:`_pick`."""
         return self._row_distances(
-            self._x, self._n, cands, idx, self._scale, self._nval, self._tabled, run_from, self._pairwise_sums,
-            checked, present,
+            self._x, self._n, cands, idx, self._scale, self._nval, self._tabled, run_from, self._pairwise_sums, checked
         )
 
-    def _fail_risk(self, cands: np.ndarray, checked: bool = False, present: bool = False) -> np.ndarray:
+    def _fail_risk(self, cands: np.ndarray, checked: bool = False) -> np.ndarray:
         """Highest smoothed failure rate among the candidate's gene values (failures cluster on
         values such as too large blocks); the prior is the study's failure rate.  With
         ``_pair_fail``, also among its gene-value pairs (:meth:`ValueCounts.pair_risk`);
-        ``checked``, ``present``: see :meth:`_pick`."""
-        risk = self._value_fail_risk(cands, checked, present)
+        ``checked``: see :meth:`_pick`."""
+        risk = self._value_fail_risk(cands, checked)
         if self._pair_fail and self._n_failed and self._pair_fail_now():
             risk = np.maximum(risk, self._failure_counts().pair_risk(cands, self._n_failed / self._n))
         return risk
@@ -1434,8 +1406,8 @@ class GeneticSampler(BaseGASampler):
             counts.update(self._x[counts.n : n, :d], np.where(np.isnan(self._v[:n, 0]))[0])
         return counts
 
-    def _value_fail_risk(self, cands: np.ndarray, checked: bool = False, present: bool = False) -> np.ndarray:
-        """The per-gene part of :meth:`_fail_risk` (``checked``, ``present``: see :meth:`_pick`)."""
+    def _value_fail_risk(self, cands: np.ndarray, checked: bool = False) -> np.ndarray:
+        """The per-gene part of :meth:`_fail_risk` (``checked``: see :meth:`_pick`)."""
         if not self._n_failed or not self._fail_tab:
             return np.zeros(len(cands))
         if self._fail_stack[0] != len(self._fail_tab):  # a gene got its table since
@@ -1460,10 +1432,7 @@ class GeneticSampler(BaseGASampler):
         c = cands[:, cols] if len(cols) != cands.shape[1] else cands  # every gene: in column order
         width = stack.shape[2]
         # absent (NaN): the last column, of zeros; ``np.fmin`` gives it and keeps checked codes (below it)
-        if present and checked:  # table codes, none absent
-            ci = c.astype(np.intp)
-        else:
-            ci = (np.fmin(c, width) if checked else np.where(np.isnan(c), width, c)).astype(np.intp)
+        ci = (np.fmin(c, width) if checked else np.where(np.isnan(c), width, c)).astype(np.intp)
         if not checked and ci.view(np.uintp).max() > width:  # a code outside the tables (negative ones wrap round)
             ci = np.where(np.isnan(c), 0, c).astype(int)
             prior = self._n_failed / self._n
@@ -1624,21 +1593,12 @@ def _smallest(dist: np.ndarray, k: int) -> np.ndarray:
     """Columns of the ``k`` smallest values of each row, smallest first, ties to the first
     column (``np.argsort(dist, kind="stable")[:, :k]``, by ``k`` argmin passes)."""
     left = dist.copy()
-    rows = _column_of_rows(len(dist))[:, 0]
+    rows = np.arange(len(dist))
     near = np.empty((len(dist), k), dtype=np.intp)
     for t in range(k):
         near[:, t] = j = left.argmin(axis=1)
-        if t + 1 < k:
-            left[rows, j] = math.inf
+        left[rows, j] = math.inf
     return near
-
-
-@functools.lru_cache(maxsize=64)
-def _column_of_rows(m: int) -> np.ndarray:
-    """``np.arange(m)[:, None]`` (read-only), made once per ``m``: the row index of a fancy index."""
-    rows = np.arange(m)[:, None]
-    rows.flags.writeable = False
-    return rows
 
 
 def _crowding(v: np.ndarray) -> np.ndarray:
