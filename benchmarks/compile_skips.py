@@ -40,6 +40,18 @@ ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("base", "new", "unaware")
 
 
+def set_knobs(knobs: list[str]) -> None:
+    """Set ``NAME=VALUE`` knobs (VALUE in JSON) on ``ciq_optuna.samplers._genetic``, each cast to
+    the type of its default (a list gives a tuple knob)."""
+    from ciq_optuna.samplers import _genetic
+
+    for knob in knobs:
+        name, value = knob.split("=", 1)
+        if not hasattr(_genetic, name):
+            raise SystemExit(f"no knob {name} in {_genetic.__file__}")
+        setattr(_genetic, name, type(getattr(_genetic, name))(json.loads(value)))
+
+
 def one(case: int, budget: int, seed: int, unaware: bool, cache: str | None, knobs: list[str] | None = None) -> dict[str, Any]:
     """One tune; its work-saved statistics, best value, the compile count to each best and the
     ground truth of its skips."""
@@ -47,15 +59,11 @@ def one(case: int, budget: int, seed: int, unaware: bool, cache: str | None, kno
     import tune_examples as te
 
     import ciq_optuna.tune as tune_module
-    from ciq_optuna.samplers import GeneticSampler, _genetic
+    from ciq_optuna.samplers import GeneticSampler
 
     if cache:
         te._cache_compiles(Path(cache))
-    for knob in knobs or []:
-        name, value = knob.split("=", 1)
-        if not hasattr(_genetic, name):
-            raise SystemExit(f"no knob {name} in {_genetic.__file__}")
-        setattr(_genetic, name, type(getattr(_genetic, name))(json.loads(value)))
+    set_knobs(knobs or [])
     if unaware:
         tune_module.make_sampler = lambda n, **kw: GeneticSampler(binary_attr=None, **kw)
     kernel, arch, metrics = te.CASES[case]

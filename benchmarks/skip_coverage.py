@@ -184,14 +184,13 @@ def classify(t: Any, snap: dict[str, Any] | None, planned: Any, names: list[str]
 def one(case: int, budget: int, seed: int, cache: str | None, knobs: list[str]) -> dict[str, Any]:
     """One tune: per missed skip its category; and the trial counts."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
+    import compile_skips as cs
     import tune_examples as te
 
-    from ciq_optuna.samplers import GeneticSampler, _genetic
+    from ciq_optuna.samplers import GeneticSampler
     from ciq_optuna.samplers._genetic import trial_id_of
 
-    for knob in knobs:
-        name, value = knob.split("=", 1)
-        setattr(_genetic, name, type(getattr(_genetic, name))(json.loads(value)))
+    cs.set_knobs(knobs)
     if cache:
         te._cache_compiles(Path(cache))
     snaps: dict[int, tuple[dict[str, Any] | None, Any]] = {}
@@ -234,8 +233,6 @@ def one(case: int, budget: int, seed: int, cache: str | None, knobs: list[str]) 
         if got is not None:
             missed.append(got)
     skipped = sum(bool(t.user_attrs.get("skipped_compile")) for t in trials)
-    import compile_skips as cs
-
     skips = [t for t in trials if t.user_attrs.get("skipped_compile") and "repeat_of" not in t.user_attrs]
     wrong, _ = cs.wrong_skips(skips, ROOT / "examples" / kernel / f"{kernel}.{arch}.ptx", arch, metrics)
     by_doubt: dict[str, list[int]] = {}  # doubt -> [skipped, skipped wrong, checked, checked wrong]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -82,12 +81,9 @@ def one(case: int, budget: int, seed: int, cache: str | None, knobs: list[str]) 
     import compile_skips as cs
     import tune_examples as te
 
-    from ciq_optuna.samplers import GeneticSampler, _genetic
+    from ciq_optuna.samplers import GeneticSampler
 
-    for knob in knobs:
-        name, value = knob.split("=", 1)
-        setattr(_genetic, name, type(getattr(_genetic, name))(json.loads(value)))
-
+    cs.set_knobs(knobs)
     if cache:
         te._cache_compiles(Path(cache))
     notes: dict[int, dict[str, Any]] = {}
