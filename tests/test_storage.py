@@ -163,3 +163,32 @@ def test_processes_opening_one_new_database_at_once_all_succeed(tmp_path: Path, 
             p.join(timeout=120)
         seen += [out.get(timeout=5) for _ in procs]
     assert [s for s in seen if s != "ok"] == []
+
+
+def test_a_database_locked_past_the_busy_timeout_is_not_waited_out_eight_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The open is tried again only within the schema race's window: a database another process
+    holds locked longer fails with one line after one busy timeout, not after eight."""
+    from ciq_optuna.study import storage
+
+    tries = []
+
+    class Counting(storage.ResilientRDBStorage):
+        def __init__(self, *args, **kwargs) -> None:
+            tries.append(1)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(storage, "ResilientRDBStorage", Counting)
+    monkeypatch.setattr(storage, "SQLITE_BUSY_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(storage, "SCHEMA_RACE_WINDOW_S", 0.0)
+    path = tmp_path / "held.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StorageError, match="database is locked"):
+            resolve_storage(f"sqlite:///{path}", default_path=tmp_path / "unused.db")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert len(tries) == 1

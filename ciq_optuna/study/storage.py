@@ -61,8 +61,11 @@ DEFAULT_MAX_RETRY = 3
 
 #: Seconds a SQLite writer waits for the lock held by another worker before giving up.
 SQLITE_BUSY_TIMEOUT_S = 60.0
-# Opening a new database while other processes create its tables: tries before giving up.
+# Opening a new database while other processes create its tables: tries before giving up, and
+# the time after which a failed open is not tried again (the race is over in milliseconds; a
+# database locked for longer, past SQLite's busy timeout, is an error to report, not to wait out).
 SCHEMA_RACE_TRIES = 8
+SCHEMA_RACE_WINDOW_S = 10.0
 
 #: SQLite variants measured by benchmarks/throughput.py; "tuned" is what resolve_storage uses.
 SQLITE_MODES = ("optuna-default", "wal-normal", "wal-off", "tuned")
@@ -423,6 +426,7 @@ def resolve_storage(
             "grace_period": grace_period,
             "heartbeat_stale_trial_callback": callback,
         }
+    give_up = time.monotonic() + SCHEMA_RACE_WINDOW_S
     try:
         for tries_left in range(SCHEMA_RACE_TRIES - 1, -1, -1):
             try:
@@ -436,7 +440,7 @@ def resolve_storage(
                     )
                 break
             except sqlalchemy.exc.SQLAlchemyError as exc:
-                if not tries_left or not is_schema_race(exc):
+                if not tries_left or time.monotonic() > give_up or not is_schema_race(exc):
                     raise
                 time.sleep(random.uniform(0.05, 0.25))
         return BatchedStorage(rdb, write_through=WRITE_THROUGH_ATTRS) if batched else rdb
