@@ -156,17 +156,20 @@ def _child(conn: Any, lifeline: Any, func: Callable[..., Any], args: tuple, kwar
     else:
         reply = ("ok", result)
     try:
-        try:
-            conn.send(reply)
-        except OSError:
-            raise
-        except Exception as exc:  # an unpicklable result
-            conn.send(("error", type(exc).__name__, f"result cannot be sent back: {exc}", ""))
-    except OSError:
-        # The worker is gone (killed while this ran: its end of the pipe is closed), so nobody is
-        # left to tell; the lifeline ends this group. Not an error of this process to report.
-        pass
+        _reply(conn, reply)
+    except Exception as exc:  # an unpicklable result
+        _reply(conn, ("error", type(exc).__name__, f"result cannot be sent back: {exc}", ""))
     conn.close()
+
+
+def _reply(conn: Any, message: tuple) -> None:
+    """Send ``message`` to the worker. When the worker is gone (killed while this ran: its end of
+    the pipe is closed) nobody is left to tell, and the lifeline ends this group: not an error of
+    this process to report."""
+    try:
+        conn.send(message)
+    except OSError:
+        pass
 
 
 def _kill_group(pid: int) -> None:

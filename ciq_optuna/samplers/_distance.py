@@ -143,14 +143,15 @@ class RowDistances:
         else:
             table = self._columns(x[idx])
         table = table.astype(self._table.dtype, copy=False)  # columns made afresh: float64
-        if self._all_tabled and (checked or _table_codes(cands, nval)):  # the usual case: every term looked up
+        valid = None if checked else table_codes(cands, nval)
+        if self._all_tabled and (checked or valid.all()):  # the usual case: every term looked up
             # absent (NaN): the gene's last table row; ``np.fmin`` gives it and keeps the codes (below it)
             rows = (np.fmin(cands, nval).astype(np.intp) + self._offset).T.ravel()
             terms = table.take(rows, axis=0).reshape(d, m, k)  # (d, m, k); ``take`` gathers faster
             return pairwise_sum(terms) if pairwise else terms.sum(axis=0)
         nan = np.isnan(cands)
-        whole = np.floor(cands)
-        valid = nan | ((whole == cands) & (whole >= 0) & (whole < nval))
+        if valid is None:
+            valid = table_codes(cands, nval)
         looked = valid.all(axis=0) & self._has_table
         codes = np.where(nan, nval, np.where(valid, cands, 0)).astype(np.intp)
         if looked.all():
@@ -239,10 +240,11 @@ class RowDistances:
         return column
 
 
-def _table_codes(cands: np.ndarray, nval: np.ndarray) -> bool:
-    """Whether every code of ``cands`` is absent (NaN) or an integer in [0, ``nval``)."""
-    whole = np.floor(cands)
-    return bool((np.isnan(cands) | ((whole == cands) & (whole >= 0) & (whole < nval))).all())
+def table_codes(codes: np.ndarray, nval: np.ndarray) -> np.ndarray:
+    """Per code: whether it is absent (NaN) or an integer in [0, ``nval``), i.e. a row of its
+    gene's table."""
+    whole = np.floor(codes)
+    return np.isnan(codes) | ((whole == codes) & (whole >= 0) & (whole < nval))
 
 
 def _gene_formula(a: np.ndarray, b: np.ndarray, scale: float) -> np.ndarray:

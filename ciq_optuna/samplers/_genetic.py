@@ -23,7 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ciq_optuna.samplers._binaries import BinaryModel
 from ciq_optuna.samplers._breed import breed
-from ciq_optuna.samplers._distance import RowDistances
+from ciq_optuna.samplers._distance import RowDistances, table_codes
 from ciq_optuna.samplers._genes import Gene, draws_random, neighbours
 from ciq_optuna.samplers._mutation import mutate
 from ciq_optuna.samplers._optuna import (
@@ -1193,9 +1193,7 @@ class GeneticSampler(BaseGASampler):
     def _table_codes(self, rows: np.ndarray) -> bool:
         """Whether every discrete gene of ``rows`` is absent (NaN) or an integer code below its
         number of values: then the distance and failure tables need not check them."""
-        whole = np.floor(rows)
-        ok = np.isnan(rows) | ((whole == rows) & (whole >= 0) & (whole < self._nval))
-        return bool((ok | ~self._tabled).all())
+        return bool((table_codes(rows, self._nval) | ~self._tabled).all())
 
     def _breed(self, x: np.ndarray, m: int, strength: float) -> np.ndarray:
         """``m`` children of the elite rows ``x`` (sorted best first)."""
