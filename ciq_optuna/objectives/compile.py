@@ -34,7 +34,7 @@ import optuna
 
 from ciq_optuna.compilers.base import xptxas_arg
 from ciq_optuna.errors import CiqError
-from ciq_optuna.objectives.finished import BinaryCache, CompiledParams
+from ciq_optuna.objectives.finished import FinishedTrials
 from ciq_optuna.objectives.metrics import COMPILE_METRICS, compile_metrics, missing_metric_reason
 from ciq_optuna.space.search import Candidate, SearchSpace
 from ciq_optuna.study._optuna import trials_of_this_trial
@@ -46,6 +46,8 @@ COMPILE_REQUIRED = "compile_required"
 
 #: Guards the first use of an objective's temporary work folder (trials run in threads).
 _WORKDIR_LOCK = threading.Lock()
+#: Guards the first use of an objective's indexes of a study's finished trials.
+_INDEX_LOCK = threading.Lock()
 
 Measure = Callable[[Path, Candidate], "Mapping[str, float] | float"]
 """A measurement of a compiled binary: ``measure(cubin_path, candidate) -> {metric: value}`` (or one number)."""
@@ -91,8 +93,7 @@ class CompileObjective:
         self.measure_name = measure_name
         self.timeout = timeout
         self._workdir = Path(workdir) if workdir else None
-        self._caches: dict[int, BinaryCache] = {}
-        self._compiled: dict[int, CompiledParams] = {}
+        self._indexes: dict[int, FinishedTrials] = {}
         self._scratches: dict[tuple[int, int], Path] = {}
         #: The study metadata this objective was built from (set by ciq_optuna.compile_objective).
         self.meta: dict[str, Any] | None = None
@@ -126,6 +127,7 @@ class CompileObjective:
         return command_flags(self.compiler.name, candidate.flags)
 
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, ...]:
+        self._finished(trial.study)
         candidate = self.space.suggest(trial)
         trial.set_user_attr("flags", self.command_flags(candidate))
         trial.set_user_attr("compiler_version", self.compiler.info.version)
@@ -161,13 +163,13 @@ class CompileObjective:
         if self.measure is not None:
             values.update(self._measured(trial, candidate, result.code_hash, kept))
         else:
-            seen = self._cache(trial).lookup(result.code_hash)
+            seen = self._finished(trial.study).measurement(result.code_hash)
             if seen is not None and seen[0] != trial.number:
                 trial.set_user_attr("reused_from", seen[0])
                 trial.set_user_attr("reused", True)
             else:
                 trial.set_user_attr("measured", {})
-                self._cache(trial).remember(result.code_hash, trial.number, {})
+                self._finished(trial.study).remember(result.code_hash, trial.number, {})
         out = []
         for name in self.metrics:
             value = values.get(name)
@@ -214,11 +216,7 @@ class CompileObjective:
         """When an earlier trial compiled exactly this trial's configuration (the same parameters):
         its values, recorded as a skip predicted from it (``predicted_from``, ``predicted_binary``
         and ``repeat_of``), whatever proposed the repeat; else None."""
-        study = trial.study
-        index = self._compiled.get(id(study))
-        if index is None:
-            index = self._compiled[id(study)] = CompiledParams(study)
-        source = index.lookup(trial.params)
+        source = self._finished(trial.study).compiled(trial.params)
         if source is None or source.number == trial.number or len(source.values) != len(self.metrics):
             return None
         trial.set_user_attr("predicted_binary", source.user_attrs["binary_hash"])
@@ -229,8 +227,8 @@ class CompileObjective:
     def _measured(
         self, trial: optuna.Trial, candidate: Candidate, code_hash: str, cubin: Path
     ) -> dict[str, float]:
-        cache = self._cache(trial)
-        seen = cache.lookup(code_hash)
+        cache = self._finished(trial.study)
+        seen = cache.measurement(code_hash)
         if seen is not None and seen[0] != trial.number:
             trial.set_user_attr("reused_from", seen[0])
             trial.set_user_attr("reused", True)
@@ -252,12 +250,20 @@ class CompileObjective:
         cache.remember(code_hash, trial.number, measured)
         return measured
 
-    def _cache(self, trial: optuna.Trial) -> BinaryCache:
-        study = trial.study
+    def _finished(self, study: optuna.Study) -> FinishedTrials:
+        """The index of the study's finished trials; made, and brought up to date with the whole
+        study, at this objective's first trial of the study (a one-off of the run, as the
+        sampler's first read is), so no later trial pays a pass over a large study."""
         key = id(study)
-        if key not in self._caches:
-            self._caches[key] = BinaryCache(study)
-        return self._caches[key]
+        index = self._indexes.get(key)
+        if index is None:
+            with _INDEX_LOCK:
+                index = self._indexes.get(key)
+                if index is None:
+                    index = FinishedTrials(study)
+                    index.catch_up()
+                    self._indexes[key] = index
+        return index
 
 
 def _remove_scratch(path: Path, pid: int) -> None:
