@@ -108,3 +108,44 @@ def test_planning_lock_lease_is_renewed_on_the_heartbeat_thread(
     threading.Event().wait(0.3)
     assert held >= 3 and len(touched) == held
     assert set(touched) == {"ciq-optuna-heartbeats"}
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_a_workers_own_finished_trial_is_not_read_back(
+    database: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trial this process finished after its last read saw it is known whole: the next read
+    starts above it, and still sees another worker's earlier trial finish and its new trial."""
+    url = _url(database, tmp_path, request)
+    one = resolve_storage(url, default_path=tmp_path / "x.db", heartbeat_interval=None)
+    two = resolve_storage(url, default_path=tmp_path / "x.db", heartbeat_interval=None)
+    mine = optuna.create_study(storage=one, study_name="r")
+    other = optuna.load_study(storage=two, study_name="r")
+    early = other.ask()
+    own = mine.ask()
+    own.suggest_int("x", 0, 9)
+    between = other.ask()
+    mine.get_trials(deepcopy=False)  # the last read, after own's creation: all three running
+    mine.tell(own, 1.0)
+    early.suggest_int("x", 0, 9)
+    other.tell(early, 2.0)
+    late = other.ask()
+    read_ids: list[list[int]] = []
+    read = _optuna.read_trials
+
+    def recorded(*args: object) -> list[optuna.trial.FrozenTrial]:
+        trials = read(*args)
+        read_ids.append([t._trial_id for t in trials])
+        return trials
+
+    monkeypatch.setattr(_optuna, "read_trials", recorded)
+    seen = mine.get_trials(deepcopy=False)
+    assert read_ids == [[early._trial_id, between._trial_id, late._trial_id]]  # not own._trial_id
+    fresh = optuna.load_study(storage=url, study_name="r").get_trials(deepcopy=False)
+    assert [(t.number, t.state, t.params, t.values) for t in seen] == [
+        (t.number, t.state, t.params, t.values) for t in fresh
+    ]
+    other.tell(late, 3.0)
+    other.tell(between, 4.0)
+    assert [t.state for t in mine.get_trials(deepcopy=False)] == [TrialState.COMPLETE] * 4
+    assert read_ids[1] == [between._trial_id, late._trial_id]
