@@ -39,8 +39,7 @@ trial it moved to RUNNING):
   the trials that changed (Optuna's incremental read) in ONE plain SQL statement instead of
   Optuna's seven ORM queries; Optuna's look for a WAITING trial is one index look-up among the
   trials created since the last read, not a read of the study (or none: the budget check's
-  count of those trials, just made, also tells how many are WAITING). A trial this process
-  finished is not read back: the next read starts above it when the last read saw it.
+  count of those trials, just made, also tells how many are WAITING).
 - On PostgreSQL a trial is created by one query (the study row locked, then the trial inserted)
   and written by one statement, both in autocommit: no BEGIN and COMMIT round trips.
 """
@@ -533,25 +532,7 @@ class BatchedStorage(_CachedStorage):
             done.datetime_complete = now
             self._add_trials_to_cache(study_id, [done])
             study.unfinished_trial_ids.discard(trial_id)  # known whole: no need to read it back
-            if self._read_past(study_id, study, trial_id):
-                study.last_finished_trial_id = trial_id
         return True
-
-    def _read_past(self, study_id: int, study: _StudyInfo, trial_id: int) -> bool:
-        """Whether the study's reads may start above trial ``trial_id``, which this process has
-        just finished (``self._lock`` held): its last read saw it, so every trial up to it was
-        in the cache then (trial ids grow in commit order, see
-        :meth:`_read_trials_from_remote_storage`), each unfinished one listed in
-        ``unfinished_trial_ids`` (read again until it finishes) and this process's running ones
-        among them. Otherwise a worker sharing the study would read its own finished trial back
-        in full at its next read, having known it whole since it wrote it."""
-        if trial_id <= study.last_finished_trial_id or self._seen.get(study_id, -1) < trial_id:
-            return False
-        return all(
-            other > trial_id or other in study.unfinished_trial_ids
-            for other in self._open
-            if self._trial_id_to_study_id_and_number.get(other, (None,))[0] == study_id
-        )
 
     def record_heartbeat(self, trial_id: int) -> None:
         """Write the trial's rows so far, then the heartbeat (the beater thread calls this every
