@@ -27,6 +27,15 @@ count is run N times with the base tree's code and N times with this tree's, alt
 pairs alternate which goes first), each run from the same study (the trials of the run before
 are deleted); the summary gives the medians and the median of the per-pair ratios.
 ``--sqlite-workers 1`` measures SQLite with one process only (the reference of issue 12).
+
+``--independent 4`` also runs 4 processes at once but each on a study of its own (SQLite: a file
+each; PostgreSQL: a study each in the one server), filled alike and run for the same ``--chunk``:
+the control that separates what W processes on the machine's cores cost each other (caches,
+scheduling) from what sharing a study costs (reading and learning the others' trials).
+
+Within each size, the runs go round the storages and worker counts (shared and independent), one
+run each, ``--pairs`` times, starting one place later each round, so that slow drifts of the
+machine's load fall on all of them alike.
 """
 
 from __future__ import annotations
@@ -54,7 +63,7 @@ KERNEL = REPO / "examples" / "stencil" / "stencil.sm_90a.ptx"
 STUDY = "workers"
 
 
-def _config(trials: int, workdir: Path, seed: int):  # type: ignore[no-untyped-def]
+def _config(trials: int, workdir: Path, seed: int, study: str = STUDY):  # type: ignore[no-untyped-def]
     from ciq_optuna.tune import TuneConfig
 
     return TuneConfig(
@@ -62,7 +71,7 @@ def _config(trials: int, workdir: Path, seed: int):  # type: ignore[no-untyped-d
         arch="sm_90a",
         minimize=["spill-bytes"],
         trials=trials,
-        study_name=STUDY,
+        study_name=study,
         workdir=workdir,
         acf=workdir / "out.acf",
         progress=False,
@@ -105,7 +114,7 @@ def copy_trials(storage: object, study_id: int, trials: list[optuna.trial.Frozen
                 conn.execute(sa.insert(t_values).values(trial_id=trial_id, objective=objective, value=stored, value_type=kind))
 
 
-def child(url: str, workdir: Path, seed: int, profile: str | None = None) -> None:
+def child(url: str, workdir: Path, seed: int, profile: str | None = None, study_name: str = STUDY) -> None:
     """One worker: ``one`` on stdin runs one trial alone, ``go N`` runs tune until the study holds
     N trials; each answers on stdout (JSON: CPU seconds, trials this process created). With
     ``profile`` (a path prefix) each run is profiled on a CPU clock into ``PREFIX-WORD-N.prof``."""
@@ -127,7 +136,7 @@ def child(url: str, workdir: Path, seed: int, profile: str | None = None) -> Non
         return create(study_id, template_trial)
 
     storage.create_new_trial = counted  # type: ignore[method-assign]
-    study = optuna.load_study(storage=storage, study_name=STUDY)
+    study = optuna.load_study(storage=storage, study_name=study_name)
     for line in sys.stdin:
         word, *rest = line.split()
         n = int(rest[0]) if rest else len(study.get_trials(deepcopy=False)) + 1
@@ -136,7 +145,7 @@ def child(url: str, workdir: Path, seed: int, profile: str | None = None) -> Non
         prof = cProfile.Profile(time.process_time) if profile else None
         if prof is not None:
             prof.enable()
-        tune(_config(n, workdir, seed), storage=storage)
+        tune(_config(n, workdir, seed, study_name), storage=storage)
         if prof is not None:
             prof.disable()
             prof.dump_stats(f"{profile}-{word}-{n}.prof")
@@ -175,19 +184,25 @@ def drop_trials_after(storage: object, study_id: int, last_id: int) -> None:
 
 
 def run_workers(url: str, count: int, chunk: int, work: Path, start: int, env: dict[str, str],
-                profile: str | None = None) -> tuple[float, float, float, list[int], float | None]:
+                profile: str | None = None, places: list[tuple[str, str]] | None = None,
+                ) -> tuple[float, float, float, list[int], float | None]:
     """W workers on the study at ``start`` trials (code from ``env``'s PYTHONPATH): median, min and
     max CPU ms per trial over the workers, the trials each created in the measured run, and the
     median over the workers of the CPU ms per trial between their second and last trial creation
     (the run's one-off costs, its first read of the study and its end, left out: they ran while
     the other workers ran, so they cost more than in the run of one trial alone the first figure
-    subtracts)."""
+    subtracts). With ``places`` (database URL, study name) per worker, each worker runs on a study
+    of its own, each at ``start`` trials, for ``chunk`` trials."""
     procs = []
-    for i in range(count):
+    alone = places is not None
+    places = places or [(url, STUDY)] * count
+    for i, (where, name) in enumerate(places[:count]):
         wd = Path(tempfile.mkdtemp(prefix=f"w{i}-", dir=work))
-        extra = ["--profile", f"{profile}-{Path(work).name}-w{count}.{i}"] if profile else []
+        tag = "i" if alone else ""
+        extra = ["--profile", f"{profile}-{Path(work).name}-w{count}{tag}.{i}"] if profile else []
         procs.append(subprocess.Popen(
-            [sys.executable, __file__, "--child", url, "--workdir", str(wd), "--seed", str(i + 1), *extra],
+            [sys.executable, __file__, "--child", where, "--workdir", str(wd), "--seed", str(i + 1),
+             "--study", name, *extra],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
         ))
     ones = []
@@ -196,7 +211,8 @@ def run_workers(url: str, count: int, chunk: int, work: Path, start: int, env: d
             p.stdin.write("one\n")
             p.stdin.flush()
             ones.append(json.loads(p.stdout.readline()))
-    target = start + 2 * count + count * chunk
+    sharing = 1 if alone else count
+    target = start + 2 * sharing + sharing * chunk
     for p in procs:
         p.stdin.write(f"go {target}\n")
         p.stdin.flush()
@@ -210,30 +226,65 @@ def run_workers(url: str, count: int, chunk: int, work: Path, start: int, env: d
             statistics.median(steady) if steady else None)
 
 
-def measure(url: str, fill: list[optuna.trial.FrozenTrial], sizes: list[int], workers: list[int], chunk: int, work: Path,
-            trees: list[tuple[str, str]], pairs: int, profile: str | None = None):
-    """(tree, pair, workers, trials in the study, median CPU ms per trial over the workers, min, max,
-    trials per worker, median CPU ms per trial between trial creations) per run. Each run starts from the study at its size (the trials of the run
-    before are deleted); with two trees, the pairs alternate which tree runs first."""
-    from ciq_optuna.tune import tune
+class _Place:
+    """Where a kind of run goes: a storage kind, shared or independent, and its studies (one when
+    shared; one per worker when independent), each with its mark (trials, highest id) at the size."""
 
-    storage = resolve_storage(url, default_path=work / "x.db")
-    study = tune(_config(4, work, 0), storage=storage).study  # seed trials: the study, its attributes
-    used = 0
+    def __init__(self, kind: str, independent: bool, places: list[tuple[str, str]], work: Path) -> None:
+        from ciq_optuna.tune import tune
+
+        self.kind, self.independent, self.places, self.work = kind, independent, places, work
+        self.studies = []
+        for url, name in places:
+            storage = resolve_storage(url, default_path=work / "x.db")
+            study = tune(_config(4, work, 0, name), storage=storage).study  # seed trials: the study, its attributes
+            self.studies.append((storage, study._study_id))
+        self.used = [0] * len(places)
+        self.marks: list[tuple[int, int]] = []
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}, independent" if self.independent else self.kind
+
+    def fill_to(self, size: int, fill: list[optuna.trial.FrozenTrial]) -> int:
+        """Fill each study up to ``size`` trials with the same fill trials; the trials it holds."""
+        self.marks = []
+        for i, (storage, sid) in enumerate(self.studies):
+            have, _ = _trial_count(storage, sid)
+            if size - have > 0:
+                copy_trials(storage, sid, fill[self.used[i] : self.used[i] + size - have])
+                self.used[i] += size - have
+            self.marks.append(_trial_count(storage, sid))
+        return self.marks[0][0]
+
+    def drop(self) -> None:
+        """Each study back at its mark."""
+        for (storage, sid), (_, last_id) in zip(self.studies, self.marks, strict=True):
+            drop_trials_after(storage, sid, last_id)
+
+
+def measure(places: list[tuple[_Place, list[int]]], fill: list[optuna.trial.FrozenTrial], sizes: list[int], chunk: int,
+            trees: list[tuple[str, str]], pairs: int, profile: str | None = None):
+    """(place label, tree, pair, workers, trials in the study, median CPU ms per trial over the workers, min, max,
+    trials per worker, median CPU ms per trial between trial creations) per run. Each run starts from its study at its
+    size (the trials of the run before are deleted). Within a size, the runs go round the places and worker counts,
+    starting one later each pair; with two trees, the pairs alternate which tree runs first."""
     for size in sizes:
-        have, _ = _trial_count(storage, study._study_id)
-        if size - have > 0:
-            copy_trials(storage, study._study_id, fill[used : used + size - have])
-            used += size - have
-        start, last_id = _trial_count(storage, study._study_id)
-        for count in workers:
-            for pair in range(pairs):
+        starts = {id(place): place.fill_to(size, fill) for place, _ in places}
+        runs = [(place, count) for place, counts in places for count in counts]
+        for pair in range(pairs):
+            turn = pair % len(runs)
+            for place, count in runs[turn:] + runs[:turn]:
                 order = trees if pair % 2 == 0 else trees[::-1]
                 for label, root in order:
                     env = dict(os.environ, PYTHONPATH=root)
-                    med, lo, hi, ks, steady = run_workers(url, count, chunk, work, start, env, profile)
-                    drop_trials_after(storage, study._study_id, last_id)
-                    yield label, pair, count, start, med, lo, hi, ks, steady
+                    url = place.places[0][0]
+                    med, lo, hi, ks, steady = run_workers(
+                        url, count, chunk, place.work, starts[id(place)], env, profile,
+                        place.places if place.independent else None,
+                    )
+                    place.drop()
+                    yield place.label, label, pair, count, starts[id(place)], med, lo, hi, ks, steady
 
 
 def main() -> None:
@@ -250,12 +301,15 @@ def main() -> None:
                         "base code and this tree's, alternately, --pairs times")
     parser.add_argument("--pairs", type=int, default=1, help="runs of each tree per size and worker count")
     parser.add_argument("--sqlite-workers", type=int, nargs="+", help="worker counts on SQLite (default: --workers)")
+    parser.add_argument("--independent", type=int, nargs="+", default=[], help="worker counts also run each on a "
+                        "study of its own (SQLite: a file each), on each storage: the control for the machine's cores")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--study", default=STUDY, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, Path(args.workdir), args.seed, args.profile)
+        child(args.child, Path(args.workdir), args.seed, args.profile, args.study)
         return
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     logging.getLogger("ciq_optuna").setLevel(logging.ERROR)
@@ -277,31 +331,37 @@ def main() -> None:
     print("|---|---|---:|---:|---:|---:|---:|---|---:|")
     results: dict[tuple[str, int, int], dict[str, list[float]]] = {}
     steadies: dict[tuple[str, int, int], dict[str, list[float]]] = {}
+    servers = []
     with tempfile.TemporaryDirectory(prefix="ciq-tune-workers-") as tmp:
-        for kind in args.storage:
-            server = None
-            work = Path(tempfile.mkdtemp(prefix=kind, dir=tmp))
-            if kind == "postgresql":
-                from conftest import PostgresServer
+        try:
+            places: list[tuple[_Place, list[int]]] = []
+            for kind in args.storage:
+                work = Path(tempfile.mkdtemp(prefix=kind, dir=tmp))
+                if kind == "postgresql":
+                    from conftest import PostgresServer
 
-                server = PostgresServer().start()
-                url = server.url()
-            else:
-                url = f"sqlite:///{work}/s.db"
-            counts = args.sqlite_workers if kind == "sqlite" and args.sqlite_workers else args.workers
-            try:
-                for label, pair, count, size, med, lo, hi, ks, steady in measure(
-                    url, fill, args.sizes, counts, args.chunk, work, trees, args.pairs, args.profile
-                ):
-                    results.setdefault((kind, count, size), {}).setdefault(label, []).append(med)
-                    if steady is not None:
-                        steadies.setdefault((kind, count, size), {}).setdefault(label, []).append(steady)
-                    shown = "-" if steady is None else f"{steady:.1f}"
-                    print(f"| {kind} | {label} | {pair} | {count} | {size} | {med:.1f} | {lo:.1f}-{hi:.1f} | {ks} "
-                          f"| {shown} |", flush=True)
-            finally:
-                if server is not None:
-                    server.stop()
+                    servers.append(PostgresServer().start())
+                    url = servers[-1].url()
+                    own = [(url, f"{STUDY}{i}") for i in range(max(args.independent, default=0))]
+                else:
+                    url = f"sqlite:///{work}/s.db"
+                    own = [(f"sqlite:///{work}/s{i}.db", STUDY) for i in range(max(args.independent, default=0))]
+                counts = args.sqlite_workers if kind == "sqlite" and args.sqlite_workers else args.workers
+                places.append((_Place(kind, False, [(url, STUDY)], work), counts))
+                if own:
+                    places.append((_Place(kind, True, own, work), args.independent))
+            for kind, label, pair, count, size, med, lo, hi, ks, steady in measure(
+                places, fill, args.sizes, args.chunk, trees, args.pairs, args.profile
+            ):
+                results.setdefault((kind, count, size), {}).setdefault(label, []).append(med)
+                if steady is not None:
+                    steadies.setdefault((kind, count, size), {}).setdefault(label, []).append(steady)
+                shown = "-" if steady is None else f"{steady:.1f}"
+                print(f"| {kind} | {label} | {pair} | {count} | {size} | {med:.1f} | {lo:.1f}-{hi:.1f} | {ks} "
+                      f"| {shown} |", flush=True)
+        finally:
+            for server in servers:
+                server.stop()
     print(f"\n# load average at the end {os.getloadavg()[0]:.1f}")
     _summary(results, [label for label, _ in trees])
     if steadies:
