@@ -163,13 +163,14 @@ class CompileObjective:
         if self.measure is not None:
             values.update(self._measured(trial, candidate, result.code_hash, kept))
         else:
-            seen = self._finished(trial.study).measurement(result.code_hash)
+            finished = self._finished(trial.study)
+            seen = finished.measurement(result.code_hash)
             if seen is not None and seen[0] != trial.number:
                 trial.set_user_attr("reused_from", seen[0])
                 trial.set_user_attr("reused", True)
             else:
                 trial.set_user_attr("measured", {})
-                self._finished(trial.study).remember(result.code_hash, trial.number, {})
+                finished.remember(result.code_hash, trial.number, {})
         out = []
         for name in self.metrics:
             value = values.get(name)
