@@ -264,12 +264,6 @@ class BinaryModel:
             out[:, j] = rule.column(rows, j)
         return out
 
-    def catch_up(self) -> None:
-        """Bring the model up to date with the evidence added so far (what the next
-        :meth:`predict` would do first), so that it can run ahead of time."""
-        if self._hash:
-            self._refresh()
-
     def _refresh(self) -> None:
         """Bring the rules and the index of canonical settings up to date with the evidence:
         from scratch when stale, else only the genes with new evidence and the new trials."""

@@ -110,10 +110,6 @@ _G0_BREED = 0.0
 # evaluated trial, failure risk weighed in (the restarts' explorer pick), not the most promising.
 _G0_EVERY = 1
 _G0_SPREAD = False
-# While a trial's objective runs (the compile), learn the trials other workers finished meanwhile in a
-# background thread, so the next trial's planning (under the planning lock with several workers)
-# learns only what finished after that; only once this sampler has seen another worker's trial.
-_CATCH_UP = True
 # Local search: two-gene moves holding a one-gene move that failed are taken first (_repair.py);
 # 2: only those whose other one-gene move is complete.
 _LS_REPAIR = 1
@@ -351,8 +347,6 @@ class GeneticSampler(BaseGASampler):
         self._learn_shapes = _LEARN_SHAPES
         self._lock = threading.RLock()
         self._plans: dict[int, dict[str, Any] | _Exhausted] = {}
-        self._catch_up = _CATCH_UP
-        self._catch_ups: dict[int, threading.Thread] = {}
         self._reset(None)
 
     # ------------------------------------------------------------------ public knobs
@@ -376,8 +370,6 @@ class GeneticSampler(BaseGASampler):
         self._index: dict[str, int] = {}
         self._seen_upto = 0
         self._pending: list[int] = []
-        self._mine: set[int] = set()  # numbers of the trials this sampler planned
-        self._others = False  # a sync after the first learned a trial another process (or sampler) ran
         self._x = np.full((256, 16), math.nan)
         self._v = np.full((256, 1), math.nan)
         self._num = np.full(256, -1, dtype=np.int64)
@@ -493,12 +485,10 @@ class GeneticSampler(BaseGASampler):
             self._keys_d = d
         return self._keys
 
-    def _sync(self, study: Study, trials: list[FrozenTrial] | None = None) -> list[FrozenTrial]:
-        if trials is None:
-            trials = cached_trials(study)
+    def _sync(self, study: Study) -> list[FrozenTrial]:
+        trials = cached_trials(study)
         if self._study_id != study_id_of(study) or len(trials) < self._seen_upto:
             self._reset(study_id_of(study))
-        first = self._seen_upto == 0  # the study as found (a resumed study's history is no other worker's)
         numbers = [*self._pending, *range(self._seen_upto, len(trials))]
         pending = []
         n_obj = len(study.directions)
@@ -523,32 +513,9 @@ class GeneticSampler(BaseGASampler):
             self._add_row(t.params, vals, t.number)
             if self._binary_attr is not None:
                 self._learn_binary(t)
-            if not first and t.number not in self._mine:
-                self._others = True
         self._pending = pending
         self._seen_upto = len(trials)
         return trials
-
-    def _catch_up_with(self, study: Study) -> None:
-        """Learn the trials finished since the last sync (rows, binary evidence, the binary
-        model's rules), as the next planning would; run in a background thread while a trial's
-        objective runs. The study is read outside the lock. A failed read is left to the next
-        planning, which reads again and reports it."""
-        try:
-            trials = cached_trials(study)
-        except Exception as exc:  # the next planning reads again, in the foreground
-            _LOG.debug("background read of the study failed: %s", exc)
-            return
-        with self._lock:
-            if self._study_id != study_id_of(study) or len(trials) < self._seen_upto:
-                return  # another study, or an older read than the sampler's: nothing to add
-            try:
-                self._sync(study, trials)
-                if self._binaries.active:
-                    self._binaries.catch_up()
-            except Exception:  # half-learnt state: the next planning learns the study afresh
-                _LOG.warning("learning the study in the background failed; it is learnt again", exc_info=True)
-                self._reset(None)
 
     def _learn_binary(self, t: FrozenTrial) -> None:
         """Binary evidence of a finished trial (the hook a compile objective fills)."""
@@ -819,61 +786,51 @@ class GeneticSampler(BaseGASampler):
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         with self._lock:
-            self._plan_trial(study, trial)
-            self._mine.add(trial.number)
-            start = self._catch_up and self._others and not isinstance(storage_of(study), InMemoryStorage)
-        if start:
-            thread = threading.Thread(target=self._catch_up_with, args=(study,), name="ciq-genetic-catch-up", daemon=True)
-            self._catch_ups[trial_id_of(trial)] = thread
-            thread.start()
-
-    def _plan_trial(self, study: Study, trial: FrozenTrial) -> None:
-        """before_trial's work, under the lock: learn the study, plan the trial, claim it."""
-        self._random.before_trial(study, trial)
-        trials = self._sync(study)
-        if not self._genes:
-            return
-        pool = self._resolve_defaults(study) or 1
-        fixed = trial.system_attrs.get("fixed_params") or {}
-        running: set[bytes] = set()
-        for n in self._pending:
-            t = trials[n]
-            if t.number != trial.number:
-                running.update(_keys(self._encode(self._running_params(t))[None, :]))
-        taken = _Taken(self._taken_finished(), running)
-        self._learn_activation()
-        self._tables()
-        if self._open_one_class:
-            self._binaries.domains = np.where(self._kind == _KINDS["cont"], 0.0, self._nval)
-        prediction = None
-        for tries_left in range(_CLAIM_TRIES - 1, -1, -1):
-            plan, prediction = self._plan(trial.number, pool, fixed, taken)
-            if not fixed and not isinstance(plan, _Exhausted):
-                done = self._completed(study, trial, plan, taken)
-                if done is None and tries_left:  # every completion drawn is in the study: plan again
-                    taken.running.update(_keys(self._encode(plan)[None, :]))
-                    continue
-                if done is not None and done is not plan and self._predict_completed and self._binaries.active:
-                    prediction = self._binaries.predict(self._encode(done)[None, :])[0]
-                plan = done or plan
-            self._plans[trial_id_of(trial)] = plan
-            if isinstance(plan, _Exhausted):
-                _LOG.warning(plan.message)
-                try:
-                    study.stop()
-                except RuntimeError:
-                    pass
+            self._random.before_trial(study, trial)
+            trials = self._sync(study)
+            if not self._genes:
                 return
-            storage_of(study).set_trial_system_attr(trial_id_of(trial), _KEY_ATTR, json.dumps(plan))
-            if fixed or isinstance(storage_of(study), InMemoryStorage):
-                break
-            claims = self._claims(study, trial)
-            if plan not in claims:
-                break
-            for other in claims:  # plan again, avoiding every configuration claimed by now
-                taken.running.update(_keys(self._project(self._encode(other)[None, :])))
-        if prediction is not None and not trial.user_attrs.get(_COMPILE_REQUIRED):
-            self._announce(study, trial, prediction)
+            pool = self._resolve_defaults(study) or 1
+            fixed = trial.system_attrs.get("fixed_params") or {}
+            running: set[bytes] = set()
+            for n in self._pending:
+                t = trials[n]
+                if t.number != trial.number:
+                    running.update(_keys(self._encode(self._running_params(t))[None, :]))
+            taken = _Taken(self._taken_finished(), running)
+            self._learn_activation()
+            self._tables()
+            if self._open_one_class:
+                self._binaries.domains = np.where(self._kind == _KINDS["cont"], 0.0, self._nval)
+            prediction = None
+            for tries_left in range(_CLAIM_TRIES - 1, -1, -1):
+                plan, prediction = self._plan(trial.number, pool, fixed, taken)
+                if not fixed and not isinstance(plan, _Exhausted):
+                    done = self._completed(study, trial, plan, taken)
+                    if done is None and tries_left:  # every completion drawn is in the study: plan again
+                        taken.running.update(_keys(self._encode(plan)[None, :]))
+                        continue
+                    if done is not None and done is not plan and self._predict_completed and self._binaries.active:
+                        prediction = self._binaries.predict(self._encode(done)[None, :])[0]
+                    plan = done or plan
+                self._plans[trial_id_of(trial)] = plan
+                if isinstance(plan, _Exhausted):
+                    _LOG.warning(plan.message)
+                    try:
+                        study.stop()
+                    except RuntimeError:
+                        pass
+                    return
+                storage_of(study).set_trial_system_attr(trial_id_of(trial), _KEY_ATTR, json.dumps(plan))
+                if fixed or isinstance(storage_of(study), InMemoryStorage):
+                    break
+                claims = self._claims(study, trial)
+                if plan not in claims:
+                    break
+                for other in claims:  # plan again, avoiding every configuration claimed by now
+                    taken.running.update(_keys(self._project(self._encode(other)[None, :])))
+            if prediction is not None and not trial.user_attrs.get(_COMPILE_REQUIRED):
+                self._announce(study, trial, prediction)
 
     def _open_genes(self, plan: dict[str, Any]) -> list[str]:
         """Genes the plan leaves out although a learnt rule says its values switch them on (e.g.
@@ -967,9 +924,6 @@ class GeneticSampler(BaseGASampler):
     def after_trial(
         self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None
     ) -> None:
-        thread = self._catch_ups.pop(trial_id_of(trial), None)
-        if thread is not None:
-            thread.join()  # no learning outlives the trial that started it
         with self._lock:
             self._plans.pop(trial_id_of(trial), None)
             if self.population_size is None:
