@@ -279,8 +279,9 @@ def measure(places: list[tuple[_Place, list[int]]], fill: list[optuna.trial.Froz
                 for label, root in order:
                     env = dict(os.environ, PYTHONPATH=root)
                     url = place.places[0][0]
+                    prefix = f"{profile}-{label}{pair}" if profile and (len(trees) > 1 or pairs > 1) else profile
                     med, lo, hi, ks, steady = run_workers(
-                        url, count, chunk, place.work, starts[id(place)], env, profile,
+                        url, count, chunk, place.work, starts[id(place)], env, prefix,
                         place.places if place.independent else None,
                     )
                     place.drop()
@@ -295,7 +296,8 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=24, help="trials per worker in a measured run")
     parser.add_argument("--fill-cache", required=False, help="SQLite file of the fill trials (made by overhead.py)")
     parser.add_argument("--profile", help="path prefix: profile each worker's measured run (cProfile, CPU clock) "
-                        "and its run of one trial into PREFIX-STORAGE-wW.I-{go,one}-N.prof (benchmarks/profile_diff.py "
+                        "and its run of one trial into PREFIX-STORAGE-wW.I-{go,one}-N.prof, with --base or --pairs into "
+                        "PREFIX-{base,new}P-... per tree and pair P (benchmarks/profile_diff.py "
                         "subtracts them per function); the CPU figures then include the profiler's cost")
     parser.add_argument("--base", help="root of a base tree (git archive BASE | tar -x): each run is made with the "
                         "base code and this tree's, alternately, --pairs times")
