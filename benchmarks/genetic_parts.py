@@ -42,7 +42,6 @@ PARTS = {
     "_elite": "`_elite` (the niche elite)",
     "_niche_elite": "`_niche_elite` (the niche pass when the top rows changed)",
     "_pair_distances": "`_pair_distances` (the top rows' distances to each other)",
-    "_near_rows": "`_near_rows` (a top row's distances to the others, once per row)",
     "_local": "`_local` (local search: unseen neighbours of the best trials)",
     "_local_moves": "`_local_moves` (one trial's neighbourhood, unseen and filtered)",
     "_value_counts": "`_value_counts` (value statistics, the first generations' pick and the explorers)",
@@ -51,6 +50,10 @@ PARTS = {
     "_fail_risk": "`_fail_risk`",
     "_order": "`_order`",
     "_learn_activation": "`_learn_activation` (conditional parameters)",
+    "_add_row": "`_add_row` (a finished trial's row, failure counts, key)",
+    "_decode": "`_decode` (the plan's parameters)",
+    "after_trial": "`after_trial` (the generation attributes)",
+    "sample_independent": "`sample_independent` (each suggest)",
 }
 
 

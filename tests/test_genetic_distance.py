@@ -106,8 +106,8 @@ def test_distances_gene_by_gene_add_the_genes_in_order() -> None:
 
 
 class _Reference(GeneticSampler):
-    """GeneticSampler with the plain formulas: distances by ``direct`` (the elite's too: the niche
-    pass over every pair of the top rows on each call), the fitness order and the last improvement worked out from every row on
+    """GeneticSampler with the plain formulas: distances by ``direct`` (the elite's too, all of
+    them on each call), the fitness order and the last improvement worked out from every row on
     each call."""
 
     def _distances(
@@ -115,14 +115,9 @@ class _Reference(GeneticSampler):
     ) -> np.ndarray:
         return direct(cands, self._x[idx, : len(self._names)], self._scale, self._pairwise_sums)
 
-    def _niche_elite(self, cand: np.ndarray, s: int) -> np.ndarray:
-        x = self._x[cand, : len(self._names)]
-        dist = direct(x, x, self._scale, self._pairwise_sums)
-        chosen = [0]
-        for i in range(1, len(cand)):
-            if len(chosen) < s and all(dist[i, c] >= self._niche for c in chosen):
-                chosen.append(i)
-        return cand[chosen]
+    def _pair_distances(self, rows: np.ndarray) -> np.ndarray:
+        x = self._x[rows, : len(self._names)]
+        return direct(x, x, self._scale, self._pairwise_sums)
 
     def _sorted_rows(self) -> np.ndarray:
         v = self._v[: self._n, 0]

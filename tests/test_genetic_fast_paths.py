@@ -7,11 +7,9 @@ import math
 
 import numpy as np
 import optuna
-import pytest
 from optuna.distributions import CategoricalDistribution
 
 from ciq_optuna.samplers import GeneticSampler
-from ciq_optuna.samplers._distance import direct
 from ciq_optuna.samplers._genes import Gene, draws_random, neighbours
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -64,8 +62,7 @@ def test_niche_elite_and_failure_risk_equal_their_formulas() -> None:
     order = sampler._order()
     # the elite: greedily the best rows outside the niche of every better chosen row
     cand = order[: 8 * sampler._survivors()]
-    x = sampler._x[cand, : len(sampler._names)]
-    dist = direct(x, x, sampler._scale, sampler._pairwise_sums)
+    dist = sampler._pair_distances(cand)
     chosen = [0]
     for i in range(1, len(cand)):
         if len(chosen) < sampler._survivors() and all(dist[i, c] >= sampler._niche for c in chosen):
@@ -121,65 +118,34 @@ def test_categorical_code_look_up_equals_the_choice_index() -> None:
             assert got == want or (math.isnan(got) and math.isnan(want)), (choices, value)
 
 
-def _niche_pass(sampler: GeneticSampler, order: np.ndarray) -> list[int]:
-    """The elite by its definition: over every pair of the top rows, greedily the best row
-    outside the niche of every chosen one."""
-    cand = order[: 8 * sampler._survivors()]
-    x = sampler._x[cand, : len(sampler._names)]
-    dist = direct(x, x, sampler._scale, sampler._pairwise_sums)
-    chosen = [0]
-    for i in range(1, len(cand)):
-        if len(chosen) < sampler._survivors() and all(dist[i, c] >= sampler._niche for c in chosen):
-            chosen.append(i)
-    return cand[chosen].tolist()
-
-
-@pytest.mark.parametrize("n_objectives", [1, 2])
-def test_niche_elite_kept_row_by_row_equals_the_niche_pass(n_objectives: int) -> None:
-    """The elite, with the niche relations of the top rows kept row by row, is the niche pass over
-    every pair at each trial (one and two objectives, restarts: rows leave and come back, the
-    restart's elite is made from other top rows); going back to top rows met before measures
-    no distance again."""
+def test_elite_kept_from_the_last_one_equals_the_niche_pass() -> None:
     sampler = GeneticSampler(pool_size=24, seed=4)
-    measured: list[int] = []
-    plain, niche = sampler._distances, sampler._niche_elite
-    inside = [False]
+    kept = []
+    plain = sampler._elite_kept
 
-    def counted(cands: np.ndarray, idx: np.ndarray, run_from: int | None = None, checked: bool = False) -> np.ndarray:
-        if inside[0]:
-            measured.append(len(cands))
-        return plain(cands, idx, run_from, checked)
+    def counted(key: tuple, s: int) -> np.ndarray | None:
+        out = plain(key, s)
+        kept.append(out is not None)
+        return out
 
-    def in_niche(cand: np.ndarray, s: int) -> np.ndarray:
-        inside[0] = True
-        try:
-            return niche(cand, s)
-        finally:
-            inside[0] = False
+    sampler._elite_kept = counted  # type: ignore[method-assign]
 
     def check(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         order = sampler._order()
-        if len(order) > sampler._survivors():
-            assert sampler._elite(order).tolist() == _niche_pass(sampler, order)
+        got = sampler._elite(order).tolist()
+        cache = sampler._elite_cache
+        sampler._elite_cache = ((), np.empty(0, dtype=int))
+        assert sampler._elite(order).tolist() == got
+        sampler._elite_cache = cache
 
-    def objective(trial: optuna.Trial) -> float | tuple[float, float]:
+    def objective(trial: optuna.Trial) -> float:
         x, y = trial.suggest_int("x", 0, 60), trial.suggest_int("y", 0, 40)
         mode = trial.suggest_categorical("mode", ["a", "b", "c"])
-        value = abs(x - 17) + abs(y - 30) // 3 + (mode == "b") + 0.01 * x * y
-        return (value, float(x % 7)) if n_objectives == 2 else value
+        return abs(x - 17) + abs(y - 30) // 3 + (mode == "b") + 0.01 * x * y
 
-    sampler._distances = counted  # type: ignore[method-assign]
-    sampler._niche_elite = in_niche  # type: ignore[method-assign]
-    study = optuna.create_study(directions=["minimize", "maximize"][:n_objectives], sampler=sampler)
-    study.optimize(objective, n_trials=300, callbacks=[check])
-    assert sum(measured) < 300  # not every top row again and again
-    order = sampler._order()
-    later = order[sampler._num[order] >= 150]  # a restart's top rows
-    for rows in (order, later):
-        assert sampler._elite(rows).tolist() == _niche_pass(sampler, rows)
-    measured.clear()
-    assert sampler._elite(order).tolist() == _niche_pass(sampler, order)
-    assert not measured  # the relations of those top rows were kept
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(objective, n_trials=400, callbacks=[check])
+    assert sum(kept) > 20 and not all(kept)
 
 
 def test_activation_is_made_once_a_row_lacks_a_gene_with_the_rules_of_every_row() -> None:

@@ -398,10 +398,8 @@ class GeneticSampler(BaseGASampler):
         self._first_absent = math.inf  # the first gene some row lacks (a row lacks the genes after its own)
         self._order_cache: tuple[int, np.ndarray] = (-1, np.empty(0, dtype=int))
         self._tables_d = -1
-        self._elite_cache: tuple[tuple, np.ndarray] = ((), np.empty(0, dtype=int))  # (genes, survivors, top rows' bytes)
-        self._near: dict[int, set[int]] = {}  # top row -> the rows of _near within its niche (_niche_elite)
-        self._near_d = -1  # genes of the distances in _near
-        self._near_last: list[int] = []  # the top rows of the last niche pass
+        self._elite_cache: tuple[tuple, np.ndarray] = ((), np.empty(0, dtype=int))
+        self._elite_quick: tuple[tuple, tuple | None] = ((), None)  # (genes, top rows' bytes), the cache they gave
         self._fail_tab: dict[int, np.ndarray] = {}
         self._n_failed = 0
         self._fail_stack: tuple = (-1, None, None)
@@ -410,6 +408,7 @@ class GeneticSampler(BaseGASampler):
         self._counted: tuple[int, list[int]] = (-1, [])
         self._integral_d: tuple[int, bool] = (-1, False)
         self._neighbourhoods: dict[tuple, list] = {}
+        self._pairs: tuple[int, np.ndarray, np.ndarray | None] = (-1, np.empty(0, dtype=np.int64), None)
         self._row_distances = RowDistances(4 * self._window)
         self._failed_cache: tuple[int, int, set[bytes]] = (0, -1, set())  # rows, genes, keys
 
@@ -1280,52 +1279,80 @@ class GeneticSampler(BaseGASampler):
         if not self._niche or len(order) <= s:
             return order[:s]
         cand = order[: 8 * s]
-        key = (len(self._names), s, cand.tobytes())
-        if self._elite_cache[0] != key:  # most new trials do not enter the top rows
-            self._elite_cache = (key, self._niche_elite(cand, s))
-        return self._elite_cache[1]
+        quick = (len(self._names), cand.tobytes())  # cheaper to compare than ``key``
+        if self._elite_quick[0] == quick and self._elite_quick[1] is self._elite_cache:
+            return self._elite_cache[1]  # the same top rows as at the last call
+        elite = self._niche_elite(cand, s)
+        self._elite_quick = (quick, self._elite_cache)
+        return elite
 
     def _niche_elite(self, cand: np.ndarray, s: int) -> np.ndarray:
-        """:meth:`_elite` of the top rows ``cand``: greedily, the best row within no chosen row's
-        niche.  Which rows lie within each other's niche is kept row by row (``_near``): a row's
-        distances are worked out once, when the pass first reaches it (most rows that enter the
-        top rows lie below the last chosen one and are never reached)."""
-        d = len(self._names)
-        near = self._near
-        if self._near_d != d:  # other genes: other distances
-            near.clear()
-            self._near_d = d
-        rows = cand.tolist()
-        if len(near) > 3 * len(rows):  # keep the relations of these and the last top rows only
-            top = set(rows).union(self._near_last)
-            for r in [r for r in near if r not in top]:
-                for q in near.pop(r):
-                    if q in near:
-                        near[q].discard(r)
-        self._near_last = rows  # the study's and a restart's elite take turns
-        chosen: list[int] = []
-        for r in rows:
-            within = near.get(r)
-            if within is None:
-                within = self._near_rows(r, d)
-            if within.isdisjoint(chosen):
-                chosen.append(r)
-                if len(chosen) == s:
-                    break
-        return np.array(chosen, dtype=cand.dtype)
+        """:meth:`_elite` of the top rows ``cand``."""
+        key = (len(self._names), *cand.tolist())
+        if self._elite_cache[0] == key:  # most new trials do not enter the top rows
+            return self._elite_cache[1]
+        kept = self._elite_kept(key, s)
+        if kept is not None:
+            self._elite_cache = (key, kept)
+            return kept
+        dist = self._pair_distances(cand)
+        # bit r of column i: row r is outside row i's niche (Python integers as bit sets)
+        packed = np.packbits(dist.T >= self._niche, axis=1, bitorder="little")
+        chosen = [0]
+        free = int.from_bytes(packed[0].tobytes(), "little") & ~1  # not within a chosen row's niche
+        while len(chosen) < s and free:
+            i = (free & -free).bit_length() - 1  # the best row left outside every chosen row's niche
+            chosen.append(i)
+            free &= int.from_bytes(packed[i].tobytes(), "little")
+            free &= ~((2 << i) - 1)
+        self._elite_cache = (key, cand[chosen])
+        return cand[chosen]
 
-    def _near_rows(self, r: int, d: int) -> set[int]:
-        """The rows of ``_near`` within the niche of row ``r``, which joins it (a distance is
-        symmetric bit for bit, ``|a - b| == |b - a|``, so each pair is measured once)."""
-        near = self._near
-        within: set[int] = set()
-        if near:
-            known = np.fromiter(near, dtype=np.intp, count=len(near))
-            within = set(known[self._distances(self._x[[r], :d], known)[0] < self._niche].tolist())
-            for q in within:
-                near[q].add(r)
-        near[r] = within
-        return within
+    def _elite_kept(self, key: tuple, s: int) -> np.ndarray | None:
+        """The elite for the top rows ``key`` (genes, rows) worked out from the last one when a
+        single row entered them (the last row dropping out) and it cannot be chosen: the niche
+        pass then takes the same rows, less the dropped one; None when it must run again."""
+        last_key, last = self._elite_cache
+        if len(last_key) != len(key) or last_key[0] != key[0]:
+            return None
+        p = next((i for i in range(1, len(key)) if key[i] != last_key[i]), len(key))
+        if p == len(key) or key[p + 1 :] != last_key[p:-1]:
+            return None
+        rows = last.tolist()
+        better = set(last_key[1:p])
+        before = [r for r in rows if r in better]  # chosen rows better than the new one
+        if not before:
+            return None  # the new row is the best: it is chosen
+        if len(before) < s:
+            d = key[0]
+            dist = self._distances(self._x[[key[p]], :d], np.array(before))
+            if not (dist < self._niche).any():
+                return None  # outside every better chosen row's niche: chosen
+        dropped = last_key[-1]
+        return last if dropped not in rows else np.array([r for r in rows if r != dropped], dtype=last.dtype)
+
+    def _pair_distances(self, rows: np.ndarray) -> np.ndarray:
+        """``_distances`` of the evaluated rows ``rows`` to themselves.  The pairs of the last call
+        are reused (the top rows change by a row or two at a time); a new row's distances are
+        worked out once, as a distance is symmetric bit for bit (``|a - b| == |b - a|``)."""
+        d = len(self._names)
+        last_d, last_rows, last = self._pairs
+        if last is not None and last_d == d:
+            where = {r: i for i, r in enumerate(last_rows.tolist())}
+            at = np.array([where.get(r, -1) for r in rows.tolist()], dtype=np.intp)
+            new = np.flatnonzero(at < 0)
+            if len(new) <= len(rows) // 4:
+                at[new] = 0  # any row: the new rows and columns are written below
+                dist = last.take(at, axis=0).take(at, axis=1)
+                if len(new):
+                    fresh = self._distances(self._x[rows[new], :d], rows)
+                    dist[new] = fresh
+                    dist[:, new] = fresh.T
+                self._pairs = (d, rows, dist)
+                return dist
+        dist = self._distances(self._x[rows, :d], rows)
+        self._pairs = (d, rows, dist)
+        return dist
 
     def _mutate(self, x: np.ndarray, strength: float, mask: np.ndarray) -> np.ndarray:
         """``x`` with the genes in ``mask`` mutated.  Random numbers are drawn for every gene (the
