@@ -1,5 +1,5 @@
 """Where GeneticSampler's CPU time per trial goes, at a commit and in this tree, round robin in
-one process: the replay of ``benchmarks/replay.py timing`` (gemm_RTX_3090, in-memory storage)
+one process: the replay of ``benchmarks/replay.py timing`` (gemm_RTX_3090 unless ``--dataset``, in-memory storage)
 with ``time.thread_time`` around the sampler's main methods (inclusive: the rows overlap; the
 timers add a little to every row).
 
@@ -12,6 +12,7 @@ round robin.
 ``--interleave 50 --from 300``: the two studies of a round take turns 50 trials at a time (which
 goes first alternates), the parts and the whole trial (without the table look-up, as
 ``replay.py timing`` counts it) counted from trial 300 on; the two must propose the same trials.
+``--seed0``: the seed of the first round (round ``r`` uses seed ``seed0 + r``).
 """
 
 from __future__ import annotations
@@ -42,12 +43,17 @@ PARTS = {
     "_niche_elite": "`_niche_elite` (the niche pass when the top rows changed)",
     "_pair_distances": "`_pair_distances` (the top rows' distances to each other)",
     "_local": "`_local` (local search: unseen neighbours of the best trials)",
+    "_local_moves": "`_local_moves` (one trial's neighbourhood, unseen and filtered)",
     "_value_counts": "`_value_counts` (value statistics, the first generations' pick and the explorers)",
     "_breed": "`_breed` (a batch of 512 children)",
     "_explore_pick": "`_explore_pick` (restart exploration)",
     "_fail_risk": "`_fail_risk`",
     "_order": "`_order`",
     "_learn_activation": "`_learn_activation` (conditional parameters)",
+    "_add_row": "`_add_row` (a finished trial's row, failure counts, key)",
+    "_decode": "`_decode` (the plan's parameters)",
+    "after_trial": "`after_trial` (the generation attributes)",
+    "sample_independent": "`sample_independent` (each suggest)",
 }
 
 
@@ -99,6 +105,8 @@ def main() -> None:
     ap.add_argument("--hooks", default="", help="other samplers of replay.py to time by hooks, e.g. nsga2,random")
     ap.add_argument("--interleave", type=int, default=0, metavar="K", help="the two studies take turns K trials at a time")
     ap.add_argument("--from", dest="start", type=int, default=0, metavar="T", help="with --interleave: count from trial T")
+    ap.add_argument("--dataset", default="gemm_RTX_3090", help="the replayed space")
+    ap.add_argument("--seed0", type=int, default=0, help="seed of the first round")
     args = ap.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.simplefilter("ignore")
@@ -108,7 +116,7 @@ def main() -> None:
     acc = {label: collections.Counter() for label in samplers}
     for label, cls in samplers.items():
         _timed(cls, acc[label])
-    space = replay.load_space("gemm_RTX_3090")
+    space = replay.load_space(args.dataset)
     res: dict[str, dict[str, list[float]]] = {label: collections.defaultdict(list) for label in samplers}
     if args.interleave:
         _interleaved(args, samplers, acc, space)
@@ -117,7 +125,8 @@ def main() -> None:
     hooks: dict[str, dict[str, list[float]]] = {label: collections.defaultdict(list) for label in [*samplers, *others]}
     for r in range(args.rounds):
         for label in [*samplers, *others]:
-            sampler = samplers[label](seed=r) if label in samplers else replay.build_sampler(label, r)
+            seed = args.seed0 + r
+            sampler = samplers[label](seed=seed) if label in samplers else replay.build_sampler(label, seed)
             if label in samplers:
                 acc[label].clear()
             own = collections.Counter()
@@ -151,7 +160,7 @@ def _interleaved(args: argparse.Namespace, samplers: dict, acc: dict, space: rep
     """``--interleave``: the studies of a round take turns; CPU ms per trial from trial ``--from``."""
     res: dict[str, dict[str, list[float]]] = {label: collections.defaultdict(list) for label in samplers}
     for r in range(args.rounds):
-        runs = {label: replay._Run(space, cls(seed=r)) for label, cls in samplers.items()}
+        runs = {label: replay._Run(space, cls(seed=args.seed0 + r)) for label, cls in samplers.items()}
         _COUNTING[0] = False
         for run in runs.values():
             run.steps(args.start)
