@@ -38,7 +38,7 @@ def test_generation_zero_follows_the_design() -> None:
         return float(sum(trial.suggest_int(k, 0, 7) for k in "abc"))
 
     sampler = GeneticSampler(pool_size=16, seed=5)
-    sampler._g0_sobol, sampler._g0_breed = True, 0.0  # the whole of generation 0 from the design
+    sampler._g0_sobol, sampler._g0_breed, sampler._g0_qmc = True, 0.0, 0.0  # all of generation 0 from this design
     study = optuna.create_study(sampler=sampler)
     study.optimize(objective, n_trials=16)
     design = SobolStart(seed=5)

@@ -108,7 +108,8 @@ _G0_BREED = 0.0
 # Generation 0 after trial 0, up to slot _G0_QMC * pool_size (0: none, 1: all of it), as Optuna's
 # default QMCSampler samples it (_start.py QMCStart: the unscrambled Sobol points in order, a point
 # already in the study or running skipped, so enqueued trials take no point); later slots: random.
-_G0_QMC = 0.0
+# 0.65 adopted on replayed GPU tuning spaces (BENCHMARKS.md); all of it (1.0) left no diversity.
+_G0_QMC = 0.65
 _QMC_ROWS = 64  # design points looked at past trial number - 1 (the first not in the study is run)
 # Generation 0 from slot _G0_BREED * pool_size on: only every _G0_EVERY-th slot breeds, the others
 # stay random (coverage kept); _G0_SPREAD: a bred slot runs the child farthest from every
@@ -166,8 +167,12 @@ class _Exhausted:
 class GeneticSampler(BaseGASampler):
     """Elitist (mu + lambda) genetic sampler with storage-side generation bookkeeping.
 
-    How it searches: generation 0 is ``pool_size`` random (never repeated) configurations plus
-    any enqueued trials.  Each later trial is a child of the survivors: the ``survivors`` best
+    How it searches: generation 0 holds ``pool_size`` trials, never repeated, enqueued trials
+    included.  Trial 0 is random; trials 1 up to about two thirds of the pool (``_G0_QMC``) take
+    the points of Optuna's default ``QMCSampler`` (the unscrambled Sobol sequence, the same for
+    every seed, mapped to values as that sampler does: the lowest value of every parameter, then
+    the middle, the quarters, ...), each the first point not yet in the study or running; the
+    rest of generation 0 is random, so seeds differ.  Each later trial is a child of the survivors: the ``survivors`` best
     finished trials, each at least one gene-unit away from every better survivor (niching: one
     local optimum cannot fill the whole elite).  Two parents are chosen by binary tournament,
     crossed over (kind ``crossover``, probability ``crossover_prob``), then each gene mutates with
@@ -948,10 +953,11 @@ class GeneticSampler(BaseGASampler):
     def _plan(
         self, number: int, pool_size: int, fixed: dict[str, Any], taken: _Taken
     ) -> tuple[dict[str, Any] | _Exhausted, tuple[str, int, int] | None]:
-        """The next configuration: a fresh random one in generation 0, else the most promising of
-        several fresh children (stronger mutation and random ones join when few are fresh); in a
-        restart (see :meth:`stagnation`) explorers or children of the restart's elite.  Second:
-        (binary, trial number) when its binary is predicted to be one already compiled."""
+        """The next configuration: in generation 0 a design point (:class:`QMCStart`) or a fresh
+        random one, else the most promising of several fresh children (stronger mutation and
+        random ones join when few are fresh); in a restart (see :meth:`stagnation`) explorers or
+        children of the restart's elite.  Second: (binary, trial number) when its binary is
+        predicted to be one already compiled."""
         generation = number // pool_size
         fixed_row = self._encode(fixed) if fixed else None
         fixed_cols = np.where(~np.isnan(fixed_row))[0] if fixed else []
