@@ -131,8 +131,9 @@ def test_simplification_attempts_are_predicted_and_the_acf_comes_from_a_compiled
     monkeypatch.setattr(_genetic, "_PREDICT_FIXED", True)
     monkeypatch.setattr(_genetic, "_LEARN_SHAPES", True)
 
-    # a seed whose 40 trials beat the baseline (with seed 2 the QMC start found nothing better: nothing to simplify)
-    result = tune(_stencil_config(tmp_path, trials=40, seed=3))
+    # a random generation 0 (with the QMC start, seed 2's 40 trials find nothing better than the baseline to simplify)
+    monkeypatch.setattr(_genetic, "_G0_QMC", 0.0)
+    result = tune(_stencil_config(tmp_path, trials=40, seed=2))
     trials = result.study.get_trials(deepcopy=False)
     simplified = [t for t in trials if "simplified_from" in t.user_attrs]
     skipped = [t for t in simplified if t.user_attrs.get("skipped_compile")]
