@@ -186,6 +186,7 @@ GENETIC_KNOBS = {
     "g0f": "_g0_safe",
     "g0a": "_g0_every",
     "g0x": "_g0_spread",
+    "g0q": "_g0_qmc",
     "pfg": "_pair_fail_gens",
 }
 

@@ -35,19 +35,25 @@ def test_mixed_space_with_study_optimize() -> None:
         f = trial.suggest_categorical("f", [16, 32, 64, 128])
         return a + math.log(b) + len(c) + d + math.log2(e) + f / 16
 
-    study = optuna.create_study(sampler=GeneticSampler(pool_size=10, seed=1))
-    study.optimize(objective, n_trials=60)
-    assert len(study.trials) == 60
-    for t in study.trials:
-        assert t.state == TrialState.COMPLETE
-        assert t.params["a"] % 4 == 0 and 0 <= t.params["a"] <= 40
-        assert 1e-3 <= t.params["b"] <= 1.0
-        assert 1 <= t.params["e"] <= 1024
-        assert t.user_attrs["generation"] == t.number // 10
-    assert len({_config(t) for t in study.trials}) == 60
-    # The search improves on its random first generation.
-    first = min(t.value for t in study.trials[:10])
-    assert study.best_value < first
+    for g0q in (0.65, 0.0):  # generation 0 from the QMC design (the default) or all random
+        sampler = GeneticSampler(pool_size=10, seed=1)
+        sampler._g0_qmc = g0q
+        study = optuna.create_study(sampler=sampler)
+        study.optimize(objective, n_trials=60)
+        assert len(study.trials) == 60
+        for t in study.trials:
+            assert t.state == TrialState.COMPLETE
+            assert t.params["a"] % 4 == 0 and 0 <= t.params["a"] <= 40
+            assert 1e-3 <= t.params["b"] <= 1.0
+            assert 1 <= t.params["e"] <= 1024
+            assert t.user_attrs["generation"] == t.number // 10
+        assert len({_config(t) for t in study.trials}) == 60
+        first = min(t.value for t in study.trials[:10])
+        if g0q:  # the design's first point is every parameter's lowest value: this objective's minimum
+            assert study.trials[1].params == pytest.approx({"a": 0, "b": 1e-3, "c": "x", "d": False, "e": 1, "f": 16})
+            assert study.best_value == first
+        else:  # the search improves on its random first generation
+            assert study.best_value < first
 
 
 @pytest.mark.parametrize(

@@ -3,17 +3,19 @@ the local search's two-gene repair moves."""
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 
 import numpy as np
 import optuna
-from optuna.distributions import IntDistribution
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState, create_trial
 
 from ciq_optuna.samplers import GeneticSampler
+from ciq_optuna.samplers._genes import Gene
 from ciq_optuna.samplers._genetic import _keys, _Taken
 from ciq_optuna.samplers._repair import repairs
-from ciq_optuna.samplers._start import SobolStart, breeds_early
+from ciq_optuna.samplers._start import QMCStart, SobolStart, breeds_early
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -36,7 +38,7 @@ def test_generation_zero_follows_the_design() -> None:
         return float(sum(trial.suggest_int(k, 0, 7) for k in "abc"))
 
     sampler = GeneticSampler(pool_size=16, seed=5)
-    sampler._g0_sobol, sampler._g0_breed = True, 0.0  # the whole of generation 0 from the design
+    sampler._g0_sobol, sampler._g0_breed, sampler._g0_qmc = True, 0.0, 0.0  # all of generation 0 from this design
     study = optuna.create_study(sampler=sampler)
     study.optimize(objective, n_trials=16)
     design = SobolStart(seed=5)
@@ -44,6 +46,84 @@ def test_generation_zero_follows_the_design() -> None:
     planned = [tuple(design.row(t.number, kind, nval).astype(int)) for t in study.trials[1:]]
     got = [tuple(t.params[k] for k in "abc") for t in study.trials[1:]]
     assert sum(p == g for p, g in zip(planned, got, strict=True)) >= 13  # the rest: a clash with trial 0
+
+
+_QMC_SPACE = {
+    "block": CategoricalDistribution([64, 16, 256, 32, 128]),  # numbers out of order: coded by rank
+    "layout": CategoricalDistribution(["row", "col", "tile"]),
+    "unroll": IntDistribution(1, 7, step=2),
+    "ratio": FloatDistribution(0.0, 1.0, step=0.25),
+    "alpha": FloatDistribution(0.5, 2.0),
+}
+
+
+def _qmc_trials(n: int) -> list[dict]:
+    """The parameters of Optuna's default QMCSampler (unscrambled Sobol) on ``_QMC_SPACE``."""
+
+    def objective(trial: optuna.Trial) -> float:
+        return float(len(repr([trial._suggest(k, d) for k, d in _QMC_SPACE.items()])))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study = optuna.create_study(sampler=optuna.samplers.QMCSampler(seed=11, warn_independent_sampling=False))
+    study.optimize(objective, n_trials=n)
+    return [t.params for t in study.trials]
+
+
+def test_qmc_rows_are_the_points_of_optunas_default_qmc_sampler() -> None:
+    genes = [Gene(k, d) for k, d in _QMC_SPACE.items()]
+    rows = QMCStart().rows(0, 40, genes)
+    mine = [{g.name: g.decode(c) for g, c in zip(genes, row.tolist(), strict=True)} for row in rows]
+    # Optuna's trial 0 is random; its trial i + 1 takes Sobol point i
+    for got, want in zip(mine, _qmc_trials(41)[1:], strict=True):
+        assert {k: v for k, v in got.items() if k != "alpha"} == {k: v for k, v in want.items() if k != "alpha"}
+        assert abs(got["alpha"] - want["alpha"]) < 1e-9
+    assert QMCStart().rows(5, 3, genes[:2]).tolist() == rows[5:8, :2].tolist()  # a gene more: a column more
+
+
+def test_generation_zero_takes_the_qmc_points_in_order_skipping_taken_ones() -> None:
+    def objective(trial: optuna.Trial) -> float:
+        return float(trial.suggest_int("a", 0, 2) + trial.suggest_categorical("b", [2, 0, 1]))
+
+    genes = [Gene("a", IntDistribution(0, 2)), Gene("b", CategoricalDistribution([2, 0, 1]))]
+    points: list[dict] = []  # the design's distinct points in order (9 configurations in all)
+    for row in QMCStart().rows(0, 64, genes).tolist():
+        p = {g.name: g.decode(c) for g, c in zip(genes, row, strict=True)}
+        if p not in points:
+            points.append(p)
+    for seed in range(3):
+        sampler = GeneticSampler(pool_size=8, seed=seed)
+        sampler._g0_qmc = 1.0
+        study = optuna.create_study(sampler=sampler)
+        for p in (points[1], points[4]):  # enqueued trials join generation 0; the design skips them
+            study.enqueue_trial(p)
+        study.optimize(objective, n_trials=8)
+        got = [t.params for t in study.trials]
+        assert got[:2] == [points[1], points[4]]
+        assert got[2:] == [points[i] for i in (0, 2, 3, 5, 6, 7)]
+        assert len({tuple(p.items()) for p in got}) == 8  # no duplicates
+
+
+def test_qmc_generation_zero_with_a_conditional_parameter() -> None:
+    def objective(trial: optuna.Trial) -> float:
+        a = trial.suggest_int("a", 0, 3)
+        b = trial.suggest_categorical("b", ["x", "y"])
+        c = trial.suggest_int("c", 0, 3) if b == "y" else 0  # seen from the first trial with b = y
+        return float(a + c)
+
+    sampler = GeneticSampler(pool_size=12, seed=1)
+    sampler._g0_qmc = 1.0
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(objective, n_trials=12)
+    got = [tuple(sorted(t.params.items())) for t in study.trials]
+    assert len(set(got)) == 12 and any(len(p) == 3 for p in got) and any(len(p) == 2 for p in got)
+    design = QMCStart().rows(0, 64, [Gene("a", IntDistribution(0, 3)), Gene("b", CategoricalDistribution(["x", "y"]))])
+    ab = [(int(a), ["x", "y"][int(b)]) for a, b in design.tolist()]
+    # generation 0 walks the design in order: each (a, b) of trials 1-11 is a later point than the one before
+    j = -1
+    for t in study.trials[1:]:
+        j = ab.index((t.params["a"], t.params["b"]), j + 1)
+    assert j < 16
 
 
 def test_breeding_starts_inside_generation_zero() -> None:

@@ -35,7 +35,7 @@ from ciq_optuna.samplers._optuna import (
     trial_id_of,
 )
 from ciq_optuna.samplers._repair import repairs
-from ciq_optuna.samplers._start import SobolStart, breeds_early
+from ciq_optuna.samplers._start import QMCStart, SobolStart, breeds_early
 from ciq_optuna.samplers._surrogate import ValueCounts
 
 _LOG = logging.getLogger("ciq_optuna.samplers")
@@ -105,6 +105,12 @@ _G0_SAFE = 0
 # generation 0 on, children of the complete trials (0: generation 0 is all design/random).
 _G0_SOBOL = False
 _G0_BREED = 0.0
+# Generation 0 after trial 0, up to slot _G0_QMC * pool_size (0: none, 1: all of it), as Optuna's
+# default QMCSampler samples it (_start.py QMCStart: the unscrambled Sobol points in order, a point
+# already in the study or running skipped, so enqueued trials take no point); later slots: random.
+# 0.65 adopted on replayed GPU tuning spaces (BENCHMARKS.md); all of it (1.0) left no diversity.
+_G0_QMC = 0.65
+_QMC_ROWS = 64  # design points looked at past trial number - 1 (the first not in the study is run)
 # Generation 0 from slot _G0_BREED * pool_size on: only every _G0_EVERY-th slot breeds, the others
 # stay random (coverage kept); _G0_SPREAD: a bred slot runs the child farthest from every
 # evaluated trial, failure risk weighed in (the restarts' explorer pick), not the most promising.
@@ -161,8 +167,12 @@ class _Exhausted:
 class GeneticSampler(BaseGASampler):
     """Elitist (mu + lambda) genetic sampler with storage-side generation bookkeeping.
 
-    How it searches: generation 0 is ``pool_size`` random (never repeated) configurations plus
-    any enqueued trials.  Each later trial is a child of the survivors: the ``survivors`` best
+    How it searches: generation 0 holds ``pool_size`` trials, never repeated, enqueued trials
+    included.  Trial 0 is random; trials 1 up to about two thirds of the pool (``_G0_QMC``) take
+    the points of Optuna's default ``QMCSampler`` (the unscrambled Sobol sequence, the same for
+    every seed, mapped to values as that sampler does: the lowest value of every parameter, then
+    the middle, the quarters, ...), each the first point not yet in the study or running; the
+    rest of generation 0 is random, so seeds differ.  Each later trial is a child of the survivors: the ``survivors`` best
     finished trials, each at least one gene-unit away from every better survivor (niching: one
     local optimum cannot fill the whole elite).  Two parents are chosen by binary tournament,
     crossed over (kind ``crossover``, probability ``crossover_prob``), then each gene mutates with
@@ -327,12 +337,14 @@ class GeneticSampler(BaseGASampler):
         self._g0_safe = _G0_SAFE
         self._g0_sobol = _G0_SOBOL
         self._g0_breed = _G0_BREED
+        self._g0_qmc = _G0_QMC
         self._g0_every = _G0_EVERY
         self._g0_spread = _G0_SPREAD
         self._ls_repair = _LS_REPAIR
         self._ls_window = _LS_WINDOW
         self._ls_two = _LS_TWO
         self._sobol = SobolStart(seed)
+        self._qmc = QMCStart()
         self._child_batches: dict[tuple, list] = {}
         self._counts: ValueCounts | None = None
         self._binary_attr = binary_attr
@@ -941,10 +953,11 @@ class GeneticSampler(BaseGASampler):
     def _plan(
         self, number: int, pool_size: int, fixed: dict[str, Any], taken: _Taken
     ) -> tuple[dict[str, Any] | _Exhausted, tuple[str, int, int] | None]:
-        """The next configuration: a fresh random one in generation 0, else the most promising of
-        several fresh children (stronger mutation and random ones join when few are fresh); in a
-        restart (see :meth:`stagnation`) explorers or children of the restart's elite.  Second:
-        (binary, trial number) when its binary is predicted to be one already compiled."""
+        """The next configuration: in generation 0 a design point (:class:`QMCStart`) or a fresh
+        random one, else the most promising of several fresh children (stronger mutation and
+        random ones join when few are fresh); in a restart (see :meth:`stagnation`) explorers or
+        children of the restart's elite.  Second: (binary, trial number) when its binary is
+        predicted to be one already compiled."""
         generation = number // pool_size
         fixed_row = self._encode(fixed) if fixed else None
         fixed_cols = np.where(~np.isnan(fixed_row))[0] if fixed else []
@@ -981,6 +994,8 @@ class GeneticSampler(BaseGASampler):
                 cands, keys, codes_ok = self._bred(parents, self._n_children(), strength=1.0 + attempt)
             elif explore and attempt < 5:
                 cands = self._random_genomes(_EXPLORE_CANDIDATES)
+            elif not evolve and attempt == 0 and 0 < number < math.ceil(self._g0_qmc * pool_size):
+                cands = self._qmc.rows(0, number - 1 + _QMC_ROWS, [self._genes[n] for n in self._names])
             else:
                 cands = self._random_genomes(64 if attempt < 5 else 512)
                 if self._g0_sobol and not evolve and attempt == 0:

@@ -1,6 +1,9 @@
 """The start of a GeneticSampler search: generation 0 as a low-discrepancy design, and when
 breeding may begin inside it.
 
+Two designs: :class:`SobolStart` below, and :class:`QMCStart`, the points of Optuna's default
+``QMCSampler`` in the same order and mapping.
+
 A random generation 0 may draw the same value of a gene many times and leave others untried; a
 scrambled Sobol sequence (``scipy.stats.qmc.Sobol``, scrambled per sampler seed, the machinery
 behind Optuna's ``QMCSampler``) spreads the first trials evenly over every gene's values and over
@@ -12,8 +15,12 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
+from optuna.distributions import CategoricalDistribution, IntDistribution
+
+from ciq_optuna.samplers._genes import Gene
 
 
 class SobolStart:
@@ -55,3 +62,50 @@ def breeds_early(number: int, pool_size: int, share: float, n_complete: int, eve
         and (number - first) % max(1, every) == 0
         and n_complete >= 2
     )
+
+
+class QMCStart:
+    """Design rows of generation 0 as Optuna's default ``QMCSampler`` (unscrambled Sobol, the
+    same points for every seed) samples them, in gene codes: point ``i`` for trial ``i + 1``.
+
+    The mapping of a point ``u`` to a value follows that sampler's: a categorical takes choice
+    ``floor(u * n)``, so does an integer of ``n`` values; a stepped float takes index
+    ``u * n - 1/2`` rounded half to even; a continuous gene keeps ``u`` (a log-scaled integer
+    is rounded on Optuna's side from a range widened by half a step, so it may differ there).  The first ``d`` coordinates of an
+    unscrambled Sobol point do not depend on the dimension, so a gene seen later (a conditional
+    parameter) adds a column and leaves the others as they were.
+    """
+
+    __slots__ = ("_points",)
+
+    def __init__(self) -> None:
+        self._points = np.empty((0, 0))
+
+    def points(self, first: int, m: int, d: int) -> np.ndarray:
+        """Sobol points ``first`` to ``first + m - 1`` in ``d`` dimensions, in [0, 1)."""
+        if d > self._points.shape[1] or first + m > len(self._points):
+            from scipy.stats import qmc
+
+            n = max(64, 1 << math.ceil(math.log2(first + m)), len(self._points))
+            self._points = qmc.Sobol(max(d, self._points.shape[1]), scramble=False).random_base2(int(math.log2(n)))
+        return self._points[first : first + m, :d]
+
+    def rows(self, first: int, m: int, genes: Sequence[Gene]) -> np.ndarray:
+        """Design rows ``first`` to ``first + m - 1`` (point ``i`` is row ``i``) as gene codes."""
+        u = self.points(first, m, len(genes))
+        out = np.empty_like(u)
+        for j, g in enumerate(genes):
+            out[:, j] = _codes(g, u[:, j])
+        return out
+
+
+def _codes(gene: Gene, u: np.ndarray) -> np.ndarray:
+    """Gene codes of the unit coordinates ``u`` by ``QMCSampler``'s mapping (see QMCStart)."""
+    if gene.kind == "cont":
+        return u
+    if isinstance(gene.dist, CategoricalDistribution):
+        index = np.minimum(np.floor(u * gene.n), gene.n - 1).astype(int)
+        return np.array([gene.encode(gene.choices[i]) for i in index], dtype=float)
+    if isinstance(gene.dist, IntDistribution):
+        return np.minimum(np.floor(u * gene.n), gene.n - 1)
+    return np.clip(np.round(u * gene.n - 0.5), 0, gene.n - 1)
