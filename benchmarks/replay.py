@@ -561,7 +561,7 @@ def cmd_report(args: argparse.Namespace) -> None:
         lines.append("| dataset | sampler | seeds | " + " | ".join(str(b) for b in BUDGETS) + " |")
         lines.append("|---|---|---|" + "---|" * len(BUDGETS))
         for ds in sorted(mo):
-            for sname in [s for s in MO_SAMPLERS if s in mo[ds]]:
+            for sname in [s for s in MO_SAMPLERS if s in mo[ds]] + sorted(s for s in mo[ds] if s not in MO_SAMPLERS):
                 d = mo[ds][sname]
                 n = len(d[BUDGETS[0]]["hv"])
                 cells = [f"{np.mean(d[b]['hv']):.3f}" for b in BUDGETS]

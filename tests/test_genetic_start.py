@@ -8,6 +8,7 @@ from collections import Counter
 
 import numpy as np
 import optuna
+import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState, create_trial
 
@@ -249,3 +250,33 @@ def test_spread_pick_keeps_bred_generation_zero_apart() -> None:
 
     # the bred slots of generation 0 run the child farthest from the trials, not the likeliest best
     assert np.mean([spread(s, True) for s in range(3)]) >= np.mean([spread(s, False) for s in range(3)]) + 0.05
+
+
+def _compiled(trial: optuna.Trial) -> float:
+    """An objective that, like the compile objective, records a binary hash on each trial."""
+    a, b = trial.suggest_int("a", 0, 7), trial.suggest_int("b", 0, 7)
+    trial.set_user_attr("binary_hash", f"{a % 3}-{b % 2}")
+    return float(a + b)
+
+
+def _design_points(n: int) -> list[dict]:
+    genes = [Gene("a", IntDistribution(0, 7)), Gene("b", IntDistribution(0, 7))]
+    return [{g.name: g.decode(c) for g, c in zip(genes, row, strict=True)} for row in QMCStart().rows(0, n, genes).tolist()]
+
+
+def test_a_compiler_study_keeps_a_random_generation_zero_unless_asked() -> None:
+    design = _design_points(12)
+    default = optuna.create_study(sampler=GeneticSampler(pool_size=12, seed=4))
+    default.optimize(_compiled, n_trials=12)
+    assert sum(t.params in design for t in default.trials[1:]) < 6  # random: a few of the 64 configurations by chance
+    asked = optuna.create_study(sampler=GeneticSampler(pool_size=12, seed=4, design_start=0.65))
+    asked.optimize(_compiled, n_trials=12)
+    assert [t.params for t in asked.trials[1:8]] == [p for p in design if p != asked.trials[0].params][:7]
+    plain = optuna.create_study(sampler=GeneticSampler(pool_size=12, seed=4))
+    plain.optimize(lambda t: float(t.suggest_int("a", 0, 7) + t.suggest_int("b", 0, 7)), n_trials=12)
+    assert [t.params for t in plain.trials[1:8]] == [p for p in design if p != plain.trials[0].params][:7]
+
+
+def test_design_start_outside_zero_to_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="design_start"):
+        GeneticSampler(design_start=1.5)

@@ -107,7 +107,8 @@ def _sampler_options(engine: Any, config: SearchConfiguration, seed: int | None)
 
 
 def _make_sampler(config: SearchConfiguration, knobs: dict[str, Any]) -> optuna.samplers.BaseSampler:
-    """GeneticSampler for one objective, NSGA-II (population = pool_size) for several."""
+    """GeneticSampler for one objective, NSGA-II (population = pool_size) for several. The first
+    generation is random, as CompileIQ draws it (``design_start=0``: no QMC design)."""
     from ciq_optuna.samplers import GeneticSampler, make_sampler
 
     if config.num_objectives == 1:
@@ -116,8 +117,9 @@ def _make_sampler(config: SearchConfiguration, knobs: dict[str, Any]) -> optuna.
             survivors=knobs["survivors"],
             mutate_rate=knobs["mutate_rate"],
             seed=knobs["seed"],
+            design_start=0.0,
         )
-    return make_sampler(config.num_objectives, seed=knobs["seed"], population_size=config.pool_size)
+    return make_sampler(config.num_objectives, seed=knobs["seed"], population_size=config.pool_size, design_start=0.0)
 
 
 # what SQLite and PostgreSQL say when two processes create the schema of a new database at once

@@ -168,11 +168,12 @@ class GeneticSampler(BaseGASampler):
     """Elitist (mu + lambda) genetic sampler with storage-side generation bookkeeping.
 
     How it searches: generation 0 holds ``pool_size`` trials, never repeated, enqueued trials
-    included.  Trial 0 is random; trials 1 up to about two thirds of the pool (``_G0_QMC``) take
-    the points of Optuna's default ``QMCSampler`` (the unscrambled Sobol sequence, the same for
-    every seed, mapped to values as that sampler does: the lowest value of every parameter, then
-    the middle, the quarters, ...), each the first point not yet in the study or running; the
-    rest of generation 0 is random, so seeds differ.  Each later trial is a child of the survivors: the ``survivors`` best
+    included.  Trial 0 is random; trials 1 up to about two thirds of the pool (``design_start``)
+    take the points of Optuna's default ``QMCSampler`` (the unscrambled Sobol sequence, the same
+    for every seed, mapped to values as that sampler does: the lowest value of every parameter,
+    then the middle, the quarters, ...), each the first point not yet in the study or running; the
+    rest of generation 0 is random, so seeds differ.  In compiler studies generation 0 is all
+    random by default (see ``design_start``).  Each later trial is a child of the survivors: the ``survivors`` best
     finished trials, each at least one gene-unit away from every better survivor (niching: one
     local optimum cannot fill the whole elite).  Two parents are chosen by binary tournament,
     crossed over (kind ``crossover``, probability ``crossover_prob``), then each gene mutates with
@@ -271,6 +272,12 @@ class GeneticSampler(BaseGASampler):
         seed: random seed.
         binary_attr: trial user attribute holding the code hash of the trial's binary (None:
             never predict binaries).
+        design_start: share of generation 0 taken from Optuna's default QMC design (0: all of
+            it random).  None: 0.65, except in compiler studies (once a finished trial carries
+            ``binary_attr``), where generation 0 stays random: there the design measured no
+            better on the compile-skips benchmark and worse on short tunes of the stencil
+            example (BENCHMARKS.md), and ``ciq-optuna tune`` starts from the compiler's defaults
+            and one-control changes of them.
     """
 
     def __init__(
@@ -283,6 +290,7 @@ class GeneticSampler(BaseGASampler):
         crossover_prob: float = 0.5,
         seed: int | None = None,
         binary_attr: str | None = "binary_hash",
+        design_start: float | None = None,
     ) -> None:
         if pool_size is not None and pool_size < 2:
             raise ValueError("pool_size must be at least 2")
@@ -294,6 +302,8 @@ class GeneticSampler(BaseGASampler):
             raise ValueError(f"crossover must be one of {', '.join(CROSSOVERS)}, not {crossover!r}")
         if not 0.0 <= crossover_prob <= 1.0:
             raise ValueError("crossover_prob must be in [0, 1]")
+        if design_start is not None and not 0.0 <= design_start <= 1.0:
+            raise ValueError("design_start must be in [0, 1]")
         super().__init__(population_size=pool_size)
         self._pool_arg = pool_size
         self._survivors_arg = survivors
@@ -337,7 +347,8 @@ class GeneticSampler(BaseGASampler):
         self._g0_safe = _G0_SAFE
         self._g0_sobol = _G0_SOBOL
         self._g0_breed = _G0_BREED
-        self._g0_qmc = _G0_QMC
+        self._g0_qmc = _G0_QMC if design_start is None else design_start
+        self._design_auto = design_start is None
         self._g0_every = _G0_EVERY
         self._g0_spread = _G0_SPREAD
         self._ls_repair = _LS_REPAIR
@@ -950,6 +961,13 @@ class GeneticSampler(BaseGASampler):
 
     # ------------------------------------------------------------------ making children
 
+    def _design_share(self) -> float:
+        """The share of generation 0 from the QMC design: ``design_start``, or by default none
+        in a compiler study (a finished trial carried ``binary_attr``)."""
+        if self._design_auto and self._binaries.active:
+            return 0.0
+        return self._g0_qmc
+
     def _plan(
         self, number: int, pool_size: int, fixed: dict[str, Any], taken: _Taken
     ) -> tuple[dict[str, Any] | _Exhausted, tuple[str, int, int] | None]:
@@ -994,7 +1012,7 @@ class GeneticSampler(BaseGASampler):
                 cands, keys, codes_ok = self._bred(parents, self._n_children(), strength=1.0 + attempt)
             elif explore and attempt < 5:
                 cands = self._random_genomes(_EXPLORE_CANDIDATES)
-            elif not evolve and attempt == 0 and 0 < number < math.ceil(self._g0_qmc * pool_size):
+            elif not evolve and attempt == 0 and 0 < number < math.ceil(self._design_share() * pool_size):
                 cands = self._qmc.rows(0, number - 1 + _QMC_ROWS, [self._genes[n] for n in self._names])
             else:
                 cands = self._random_genomes(64 if attempt < 5 else 512)
