@@ -25,11 +25,12 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from multiprocessing import get_context
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import optuna
@@ -399,16 +400,21 @@ def methodology_score(dataset: str, sorted_times: np.ndarray, n_total: int, best
     return (e - best) / (e - sorted_times[0])
 
 
-def so_table(rows: list[dict], budgets: Iterable[int] = BUDGETS) -> dict:
-    """Per dataset and sampler: mean score, fraction of optimum and failed rate per budget."""
-    out: dict = {}
-    exp_cache: dict = {}
+def so_curves(rows: list[dict]) -> Iterator[tuple[dict, Any, np.ndarray, list[float]]]:
+    """(row, space, its sorted times, the row's best-so-far curve) of each single-objective row."""
     for r in rows:
         if r["n_objectives"] != 1:
             continue
         sp = load_space(r["dataset"])
         st = sp.sorted_times
-        curve = best_curve(r["results"], float(st[-1]))
+        yield r, sp, st, best_curve(r["results"], float(st[-1]))
+
+
+def so_table(rows: list[dict], budgets: Iterable[int] = BUDGETS) -> dict:
+    """Per dataset and sampler: mean score, fraction of optimum and failed rate per budget."""
+    out: dict = {}
+    exp_cache: dict = {}
+    for r, sp, st, curve in so_curves(rows):
         d = out.setdefault(r["dataset"], {}).setdefault(r["sampler"], {})
         for b in budgets:
             best = at_budget(curve, b)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from replay import _load_rows, at_budget, best_curve, load_space, methodology_score
+from replay import _load_rows, at_budget, methodology_score, so_curves
 
 CELLS = (50, 100, 200, 400)
 
@@ -27,12 +27,7 @@ def scores(rows: list[dict]) -> dict[tuple[str, str], dict[int, list[float]]]:
     """(dataset, sampler) -> seed -> [score at each of CELLS, flat above the optimum (0/1)]."""
     out: dict = {}
     cache: dict = {}
-    for r in rows:
-        if r["n_objectives"] != 1:
-            continue
-        sp = load_space(r["dataset"])
-        st = sp.sorted_times
-        curve = best_curve(r["results"], float(st[-1]))
+    for r, sp, st, curve in so_curves(rows):
         cells = [methodology_score(r["dataset"], st, sp.cartesian, at_budget(curve, b), b, cache) for b in CELLS]
         flat = at_budget(curve, 200) == at_budget(curve, 400) and at_budget(curve, 400) > st[0]
         out.setdefault((r["dataset"], r["sampler"]), {})[r["seed"]] = cells + [float(flat)]
