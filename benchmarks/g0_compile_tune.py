@@ -1,5 +1,6 @@
 """Best registers of short compile tunes of the stencil example (sm_90a, real ptxas) with the
-GeneticSampler's generation 0 from the QMC design (``_G0_QMC``) at several shares, seed by seed.
+GeneticSampler's generation 0 from the QMC design at several shares (``design_start``, which a
+compiler study otherwise leaves at 0), seed by seed.
 
 Usage::
 
@@ -9,12 +10,14 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import functools
 import tempfile
 from pathlib import Path
 
 import optuna
 
-from ciq_optuna.samplers import _genetic
+from ciq_optuna import tune as tune_module
+from ciq_optuna.samplers import make_sampler
 from ciq_optuna.tune import TuneConfig, tune
 
 STENCIL = Path(__file__).resolve().parents[1] / "examples" / "stencil" / "stencil.sm_90a.ptx"
@@ -29,7 +32,7 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     first, last = map(int, args.seeds.split("-"))
     for share in map(float, args.g0q.split(",")):
-        _genetic._G0_QMC = share
+        tune_module.make_sampler = functools.partial(make_sampler, design_start=share)
         for seed in range(first, last + 1):
             tmp = Path(tempfile.mkdtemp(prefix="g0-compile-"))
             config = TuneConfig(
