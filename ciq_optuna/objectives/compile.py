@@ -228,8 +228,8 @@ class CompileObjective:
     def _measured(
         self, trial: optuna.Trial, candidate: Candidate, code_hash: str, cubin: Path
     ) -> dict[str, float]:
-        cache = self._finished(trial.study)
-        seen = cache.measurement(code_hash)
+        finished = self._finished(trial.study)
+        seen = finished.measurement(code_hash)
         if seen is not None and seen[0] != trial.number:
             trial.set_user_attr("reused_from", seen[0])
             trial.set_user_attr("reused", True)
@@ -248,7 +248,7 @@ class CompileObjective:
         if callable(extra):  # e.g. the GPU harness: raw samples, stop reason, GPU
             for key, value in extra().items():
                 trial.set_user_attr(key, value)
-        cache.remember(code_hash, trial.number, measured)
+        finished.remember(code_hash, trial.number, measured)
         return measured
 
     def _finished(self, study: optuna.Study) -> FinishedTrials:
