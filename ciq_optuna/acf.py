@@ -36,7 +36,7 @@ FORMAT_VERSION = 1
 _HEADER = """\
 # ciq-optuna Advanced Control File: compiler controls tuned for one kernel.
 # Apply with the stock compiler (no Python needed once exported):
-#   ciq-optuna acf export {name} -o {stem}.opts   then   {compiler} -arch={arch} --options-file {stem}.opts ...
+#   ciq-optuna acf export {name} -o {opts}   then   {compiler} -arch={arch} --options-file {opts} ...
 #   {compiler} -arch={arch} $(ciq-optuna acf flags {name}) ...
 # Flags: {flags}
 # Do not edit by hand: the checksum covers the whole content.
@@ -86,14 +86,14 @@ class Acf:
         stem = Path(name).name.removesuffix(".acf")
         header = _HEADER.format(
             arch=self.arch,
-            name=name,
-            stem=stem,
+            name=shlex.quote(name),
+            opts=shlex.quote(f"{stem}.opts"),
             compiler=self.compiler,
             flags=shlex.join(self.flags) or "(none: the compiler defaults won)",
         )
         if self.triton:
             header += (
-                f"# Triton kernel {self.triton.get('kernel')}: `ciq-optuna acf triton {name}` prints the "
+                f"# Triton kernel {self.triton.get('kernel')}: `ciq-optuna acf triton {shlex.quote(name)}` prints the "
                 "triton.Config to paste; ciq_optuna.triton_acf.apply_acf applies it at run time.\n"
             )
         return header + tomli_w.dumps(self.to_document())

@@ -36,6 +36,9 @@ from ciq_optuna.objectives.metrics import COMPILE_METRICS, compile_metrics
 from ciq_optuna.simplify import without
 from ciq_optuna.space.compiler_space import CompilerSpace
 from ciq_optuna.space.files import available_spaces
+from ciq_optuna.store import kernel_file
+from ciq_optuna.study.metadata import ATTR as META_ATTR
+from ciq_optuna.study.metadata import file_sha256
 
 #: Opcode classes of the SASS mix, in display order: class -> opcodes (the part before the first dot).
 OPCODE_CLASSES: dict[str, tuple[str, ...]] = {
@@ -137,15 +140,35 @@ def space_of(acf: Acf) -> CompilerSpace | None:
     return None
 
 
-def find_kernel(acf_path: Path, acf: Acf) -> Path | None:
-    """The kernel an ACF records: ``kernel.path`` relative to a folder above the ACF (a store root)."""
+def find_kernel(acf_path: Path, acf: Acf, study: Any = None) -> Path | None:
+    """The kernel an ACF was tuned for, found without ``--kernel``.
+
+    In order: ``kernel.path`` relative to a folder above the ACF (a store root); a file of the
+    kernel's name beside the ACF or in the working directory; the path the ACF's study records
+    (``tune`` writes the ACF with the kernel's name only, so that it names no local folder). A
+    candidate found by name must have the sha256 the ACF records; where none has, the first file
+    of that name is returned, so the caller reports the mismatch.
+    """
     rel = acf.kernel.get("path")
-    if not rel:
-        return None
-    for parent in Path(acf_path).resolve().parents:
-        if (parent / rel).is_file():
-            return parent / rel
-    return None
+    if rel:
+        for parent in Path(acf_path).resolve().parents:
+            if (parent / rel).is_file():
+                return parent / rel
+    candidates: list[Path] = []
+    name = acf.kernel.get("name")
+    if name:
+        candidates += [Path(acf_path).resolve().parent / name, Path.cwd() / name]
+    if study is not None:
+        recorded = study.user_attrs.get(META_ATTR, {})
+        path = recorded.get("kernel", {}).get("path") if isinstance(recorded, Mapping) else None
+        if path:
+            candidates.append(Path(path))
+    existing = [c for c in candidates if kernel_file(c).is_file()]
+    sha = acf.kernel.get("sha256")
+    for c in existing:
+        if not sha or file_sha256(kernel_file(c)) == sha:
+            return c
+    return existing[0] if existing else None
 
 
 def explain(

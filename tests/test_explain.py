@@ -136,3 +136,57 @@ def test_explain_refuses_another_kernel(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["explain", str(path), "--kernel", str(kernel)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not the kernel this ACF was tuned for" in err[0]
+
+
+def test_explain_finds_the_kernel_of_a_tuned_acf_without_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """``tune`` records only the kernel's name in the ACF: explain looks beside the ACF, in the
+    working directory, then where the ACF's study recorded the kernel, and checks the sha256."""
+    monkeypatch.delenv("CIQ_OPTUNA_STORAGE", raising=False)
+    src, out, elsewhere = tmp_path / "src", tmp_path / "out", tmp_path / "elsewhere"
+    for d in (src, out, elsewhere):
+        d.mkdir()
+    kernel = src / "my stencil.sm_80.ptx"
+    shutil.copy(ROOT / "examples" / "stencil" / "stencil.sm_80.ptx", kernel)
+    acf = out / "my stencil.sm_80.acf"
+    tune(
+        TuneConfig(
+            kernel=kernel,
+            arch="sm_80",
+            minimize=["registers"],
+            trials=8,
+            seed=1,
+            compiler_path=str(PTXAS.info.path),
+            progress=False,
+            storage=f"sqlite:///{tmp_path / 'study.db'}",
+            acf=acf,
+        )
+    )
+    header = acf.read_text()
+    assert "$(ciq-optuna acf flags 'my stencil.sm_80.acf')" in header  # quoted for the shell
+    assert "-o 'my stencil.sm_80.opts'" in header
+    explain_it = ["explain", str(acf), "--compiler-path", str(PTXAS.info.path)]
+    monkeypatch.chdir(elsewhere)
+    assert main(explain_it) == 0, capsys.readouterr().err  # the study's recorded path
+    assert "ptxas -v metrics" in capsys.readouterr().out
+    assert main([*explain_it, "--no-study"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+
+    moved = elsewhere / kernel.name
+    kernel.rename(moved)
+    assert main(explain_it) == 0, capsys.readouterr().err  # in the working directory
+    capsys.readouterr()
+    moved.rename(out / kernel.name)
+    monkeypatch.chdir(tmp_path)
+    assert main(explain_it) == 0, capsys.readouterr().err  # beside the ACF
+    capsys.readouterr()
+
+    (out / kernel.name).write_text((ROOT / "examples" / "stencil" / "stencil.sm_80.ptx").read_text() + "\n")
+    assert main(explain_it) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not the kernel this ACF was tuned for" in err[0]
+    (out / kernel.name).unlink()
+    assert main(explain_it) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pass --kernel PATH" in err[0]

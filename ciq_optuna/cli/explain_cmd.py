@@ -24,7 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--kernel",
         type=Path,
-        help="the kernel, path.py for a Triton ACF (default: the path a store entry records)",
+        help=(
+            "the kernel, path.py for a Triton ACF (default: the path a store entry records, else a file of "
+            "the kernel's name beside the ACF or here, else where the ACF's study recorded it)"
+        ),
     )
     p.add_argument(
         "--compiler-path", help="the ptxas/nvcc to compile with (default: located; Triton: the ptxas it runs)"
@@ -48,16 +51,21 @@ def run(args: argparse.Namespace) -> int:
     from ciq_optuna.study.metadata import file_sha256
 
     acf = read_acf(args.acf)
-    kernel = args.kernel or find_kernel(args.acf, acf)
+    study, why = (None, "--no-study") if args.no_study else load_study_of(acf, args.storage)
+    kernel = args.kernel or find_kernel(args.acf, acf, study)
+    if kernel is None and args.no_study:  # the study only tells where the kernel is
+        kernel = find_kernel(args.acf, acf, load_study_of(acf, args.storage)[0])
     if kernel is None:
-        raise CiqError(f"where is the kernel {acf.kernel.get('name', '')}? pass --kernel PATH")
+        raise CiqError(
+            f"where is the kernel {acf.kernel.get('name', '')}? it is neither beside the ACF, nor in "
+            "the working directory, nor where the ACF's study recorded it: pass --kernel PATH"
+        )
     path = kernel_file(kernel)
     if not path.is_file():
         raise CiqError(f"kernel not found: {path}")
     if acf.kernel.get("sha256") and file_sha256(path) != acf.kernel["sha256"]:
         raise CiqError(f"{path} is not the kernel this ACF was tuned for (sha256 differs)")
     path, compiler = compiler_for_acf(acf, path, args.compiler_path)
-    study, why = (None, "--no-study") if args.no_study else load_study_of(acf, args.storage)
     ex = explain(acf, path, compiler, study=study)
     if study is None:
         ex.notes.append(f"study not used ({why}): attributions compiled now")
