@@ -149,6 +149,9 @@ _WHOLE_SEEN = False
 # (index = doubt; e.g. (0.02, 0.1): plain predictions checked at 2 %, those with doubt 1 at 10 %);
 # larger doubts, and every doubt when empty, keep _CHECK_RATE / _UNTESTED_CHECK_RATE.
 _FEWER_CHECKS: tuple[float, ...] = ()
+# Binary-aware: an ordered gene whose changes were all inert is inert at values beyond the interval
+# seen inert too, such predictions with at least this doubt (BinaryModel.beyond_doubt; 0: off).
+_ORDERED_BEYOND = 0
 
 
 def _generator(seed: int | None) -> np.random.Generator:
@@ -405,6 +408,7 @@ class GeneticSampler(BaseGASampler):
         self._predict_completed = _PREDICT_COMPLETED
         self._open_one_class = _OPEN_ONE_CLASS
         self._binaries.whole_seen = _WHOLE_SEEN
+        self._binaries.beyond_doubt = _ORDERED_BEYOND
         self._keys: set[bytes] = set()
         self._keys_d = 0
         self._rules: list[tuple[int, int, np.ndarray]] = []
