@@ -41,6 +41,17 @@ def test_neither_absence_nor_unordered_genes_nor_genes_that_mattered_are_stretch
     assert m.predict(np.array([[0.0, 5.0]])) == [None]
 
 
+def test_an_inert_change_from_absence_alone_is_not_stretched() -> None:
+    m = BinaryModel()
+    m.beyond_doubt = 1
+    m.set_ordered([False, True])
+    m.add(np.array([0.0, np.nan]), "A", 0)
+    m.add(np.array([0.0, 3.0]), "A", 1)  # gene 1 absent -> 3 inert (3: the default), no change between values
+    assert m.predict(np.array([[0.0, 5.0]])) == [None]
+    m.add(np.array([0.0, 4.0]), "A", 2)  # 3 -> 4 inert
+    assert m.predict(np.array([[0.0, 5.0]]))[0][:2] == ("A", 1)
+
+
 def test_a_failed_check_ends_the_stretch() -> None:
     m = _model(1)
     m.wrong_prediction(np.array([0.0, 6.0]), 0)

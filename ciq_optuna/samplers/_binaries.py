@@ -22,7 +22,8 @@ predicted to compile to the same binary:
   gene (its *context*) takes the settings of the inert pairs and none of those that mattered;
   if no single gene separates them, only the value classes remain.  With
   :attr:`BinaryModel.beyond_doubt`, an ordered gene whose changes were all inert (none mattered,
-  no failed check) is inert at every value it takes, beyond the interval seen inert too.
+  no failed check), one of them between two values (not from its absence), is inert at every
+  value it takes, beyond the interval seen inert too.
 
 A failed prediction (a compiled check that gave another binary than predicted) counts as
 "mattered" for every value change between the two configurations, which ends or narrows the
@@ -697,7 +698,9 @@ class _Gene:
         whole = self._whole(model, j, width)
         if not self.classes and whole is None:
             return None
-        seen = np.array(sorted(v for v in self.seen if v >= 0)) if model.whole_seen and whole is not None else None
+        seen = None
+        if model.whole_seen and whole is not None and whole[0] != _PRESENT:  # not an ordered gene's stretch
+            seen = np.array(sorted(v for v in self.seen if v >= 0))
         return _GeneRule(sw, dict(self.classes), whole, None if regrouped else dirty, seen)
 
     def _switch(self, rows: np.ndarray, i: int, others: set[int], j: int) -> None:
@@ -720,7 +723,8 @@ class _Gene:
         if _FIRST_PAIR and self.same_pairs and not self.diff_pairs and not model._failed.get(j):
             return -1, np.empty(0), False
         if model._is_ordered(j):
-            if model.beyond_doubt and self.same_pairs and not self.diff_pairs and not model._failed.get(j):
+            present = any(a >= 0 for a, _ in self.same_pairs)  # an inert change between two values, not from absence
+            if model.beyond_doubt and present and not self.diff_pairs and not model._failed.get(j):
                 return _PRESENT, np.empty(0), False
             return None
         if len(self.same_pairs) < _WHOLE_MIN_PAIRS:
