@@ -71,6 +71,7 @@ def test_queued_trials_are_predicted_and_compile_required_ones_are_not(
     monkeypatch: pytest.MonkeyPatch, first_pair: None
 ) -> None:
     monkeypatch.setattr(_genetic, "_PREDICT_FIXED", True)
+    monkeypatch.setattr(_genetic, "_WHOLE_SEEN", False)  # c = 2, never seen inert, is predicted from one change
     study = optuna.create_study(sampler=GeneticSampler(seed=0, pool_size=8))
     study.enqueue_trial({"a": 1, "c": 0})
     study.enqueue_trial({"a": 1, "c": 1})  # c: 0 -> 1 inert

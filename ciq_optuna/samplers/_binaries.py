@@ -20,7 +20,10 @@ predicted to compile to the same binary:
   of those predictions is compiled as checks, and the first wrong one ends the generalisation).  When changes of it
   mattered too, among values also seen inert, the gene is inert as a whole only where one other
   gene (its *context*) takes the settings of the inert pairs and none of those that mattered;
-  if no single gene separates them, only the value classes remain.
+  if no single gene separates them, only the value classes remain.  With
+  :attr:`BinaryModel.beyond_doubt`, an ordered gene whose changes were all inert (none mattered,
+  no failed check), one of them between two values (not from its absence), is inert at every
+  value it takes, beyond the interval seen inert too.
 
 A failed prediction (a compiled check that gave another binary than predicted) counts as
 "mattered" for every value change between the two configurations, which ends or narrows the
@@ -48,6 +51,7 @@ _FIRST_PAIR = False
 # (each inert alone, the two may interact).
 _APART = 2
 _ANY = -7.0  # canonical code of a gene inert as a whole
+_PRESENT = -2  # context of a gene inert as a whole wherever it is present (BinaryModel.beyond_doubt)
 # More new trials than this at once: their evidence is derived in one vectorised pass.
 _BULK = 16
 # Fewer rows than this are canonicalised row by row (a vectorised look-up costs more).
@@ -105,6 +109,10 @@ class BinaryModel:
         # inertness as a whole covers only the values seen in inert changes (not untried values
         # nor the gene's absence)
         self.whole_seen = False
+        # > 0: an ordered gene whose changes were all inert (none mattered, no failed check) is
+        # inert at every value it takes, beyond the interval seen inert too (not its absence); a
+        # prediction through a value never seen inert carries at least this doubt
+        self.beyond_doubt = 0
 
     @property
     def active(self) -> bool:
@@ -370,11 +378,19 @@ class BinaryModel:
             src = self._rows[self._by_number[number]]
             changed = np.where(row != src)[0].tolist()
             doubt = int(any(self._untested(row, src, j, mine, ordered) for j in changed))
+            if self.beyond_doubt and any(self._beyond(j, row) for j in changed):
+                doubt = max(doubt, self.beyond_doubt)
             doubt += sum(self._failed.get(j, 0) for j in changed)
             if any((a, b) not in self._together for a in changed for b in changed if a < b):
                 doubt += _APART
             out.append((self._hash_names[self._hash[group.first]], number, doubt))
         return out
+
+    def _beyond(self, j: int, row: np.ndarray) -> bool:
+        """Whether gene ``j`` is inert in ``row`` only by the stretch of an ordered gene's
+        inertness to a value never seen inert (:attr:`beyond_doubt`)."""
+        rule = self._rules.get(j)
+        return rule is not None and rule.whole is not None and rule.whole[0] == _PRESENT and float(row[j]) not in self._genes[j].seen
 
     def open_genes(self, rows: np.ndarray) -> np.ndarray:
         """Per row (filled, as :meth:`_present` leaves it) and column: whether the row leaves
@@ -682,7 +698,9 @@ class _Gene:
         whole = self._whole(model, j, width)
         if not self.classes and whole is None:
             return None
-        seen = np.array(sorted(v for v in self.seen if v >= 0)) if model.whole_seen and whole is not None else None
+        seen = None
+        if model.whole_seen and whole is not None and whole[0] != _PRESENT:  # not an ordered gene's stretch
+            seen = np.array(sorted(v for v in self.seen if v >= 0))
         return _GeneRule(sw, dict(self.classes), whole, None if regrouped else dirty, seen)
 
     def _switch(self, rows: np.ndarray, i: int, others: set[int], j: int) -> None:
@@ -698,12 +716,18 @@ class _Gene:
                 vals[q].update(block[:, q].tolist())
 
     def _whole(self, model: BinaryModel, j: int, width: int) -> tuple[int, np.ndarray, bool] | None:
-        """Where gene ``j`` is inert as a whole: (-1, ...) everywhere, (q, settings, interval)
+        """Where gene ``j`` is inert as a whole: (-1, ...) everywhere, (``_PRESENT``, ...) wherever
+        it is present (an ordered gene, :attr:`BinaryModel.beyond_doubt`), (q, settings, interval)
         where gene q takes one of ``settings`` (or lies within their range when ``interval``);
         None: nowhere."""
         if _FIRST_PAIR and self.same_pairs and not self.diff_pairs and not model._failed.get(j):
             return -1, np.empty(0), False
-        if model._is_ordered(j) or len(self.same_pairs) < _WHOLE_MIN_PAIRS:
+        if model._is_ordered(j):
+            present = any(a >= 0 for a, _ in self.same_pairs)  # an inert change between two values, not from absence
+            if model.beyond_doubt and present and not self.diff_pairs and not model._failed.get(j):
+                return _PRESENT, np.empty(0), False
+            return None
+        if len(self.same_pairs) < _WHOLE_MIN_PAIRS:
             return None
         if not self.diff_pairs:
             return -1, np.empty(0), False
@@ -896,7 +920,9 @@ class _GeneRule:
                     out[(col >= lo) & (col <= hi)] = c
         if self.whole is not None:
             q, settings, interval = self.whole
-            if q < 0:
+            if q == _PRESENT:
+                inside = col >= 0
+            elif q < 0:
                 inside = np.ones(len(col), dtype=bool)
             else:
                 ctx = rows[:, q]

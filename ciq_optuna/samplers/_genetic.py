@@ -139,16 +139,21 @@ _PREDICT_FIXED = True
 _LEARN_SHAPES = False
 # Binary-aware: a plan whose open genes were drawn before its claim (_completed) is predicted as
 # completed, not as planned (the prediction of the plan stood for a configuration without them).
-_PREDICT_COMPLETED = False
+# These three (E) and _FEWER_CHECKS: adopted together on held-out tunes (BENCHMARKS.md, branch s24k).
+_PREDICT_COMPLETED = True
 # Binary-aware: a configuration that still leaves open a gene the objective will ask for is
 # predicted only when every value the objective may draw for it falls in one class there.
-_OPEN_ONE_CLASS = False
+_OPEN_ONE_CLASS = True
 # Binary-aware: a gene inert as a whole is so only at the values seen in inert changes (BinaryModel.whole_seen).
-_WHOLE_SEEN = False
+_WHOLE_SEEN = True
 # Binary-aware: check rates of predictions by doubt (BinaryModel.predict), for the doubts listed
-# (index = doubt; e.g. (0.02, 0.1): plain predictions checked at 2 %, those with doubt 1 at 10 %);
+# (index = doubt; (0.02, 0.1): plain predictions checked at 2 %, those with doubt 1 at 10 %);
 # larger doubts, and every doubt when empty, keep _CHECK_RATE / _UNTESTED_CHECK_RATE.
-_FEWER_CHECKS: tuple[float, ...] = ()
+_FEWER_CHECKS: tuple[float, ...] = (0.02, 0.1)
+# Binary-aware: an ordered gene whose changes were all inert is inert at values beyond the interval
+# seen inert too, such predictions with at least this doubt (BinaryModel.beyond_doubt; 0: off:
+# measured, no right skips over the defaults and more wrong ones, BENCHMARKS.md branch s24k).
+_ORDERED_BEYOND = 0
 
 
 def _generator(seed: int | None) -> np.random.Generator:
@@ -405,6 +410,7 @@ class GeneticSampler(BaseGASampler):
         self._predict_completed = _PREDICT_COMPLETED
         self._open_one_class = _OPEN_ONE_CLASS
         self._binaries.whole_seen = _WHOLE_SEEN
+        self._binaries.beyond_doubt = _ORDERED_BEYOND
         self._keys: set[bytes] = set()
         self._keys_d = 0
         self._rules: list[tuple[int, int, np.ndarray]] = []
