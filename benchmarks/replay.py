@@ -170,6 +170,8 @@ GENETIC_KNOBS = {
     "lsn": "_ls_survivors",
     "lsre": "_ls_restart",
     "lsk": "_ls_keep",
+    "lsp": "_ls_pairs",  # two-gene moves: the pairs of the best one-gene moves passed to the pick (0: off)
+    "lspu": "_ls_pair_unknown",
     "g0": "_g0_guide",
     "fill": "_g0_fill",
     "batch": "_child_batch",  # children bred at once per elite (time per trial)

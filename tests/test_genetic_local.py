@@ -11,7 +11,7 @@ from optuna.trial import TrialState, create_trial
 
 from ciq_optuna.samplers import GeneticSampler
 from ciq_optuna.samplers._genes import neighbours
-from ciq_optuna.samplers._genetic import _Taken
+from ciq_optuna.samplers._genetic import _keys, _Taken
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -97,3 +97,45 @@ def test_stalled_search_walks_the_neighbourhood_of_the_best() -> None:
     seen = {tuple(t.params[k] for k in "abcd") for t in study.trials}
     around = [tuple(v if i != j else w for i, v in enumerate((0, 0, 0, 0))) for j in range(4) for w in range(1, 8)]
     assert all(n in seen for n in around)
+
+
+def _pair_study(sampler: GeneticSampler) -> optuna.Study:
+    """Trial (1, 1, 1, 1) is the best and its one-gene neighbourhood is done: a = 3 and b = 0
+    are its best one-gene moves, the others are worse."""
+    dists = {k: IntDistribution(0, 4) for k in "abcd"}
+    study = optuna.create_study(sampler=sampler)
+    rows: list[tuple[tuple[int, ...], float | None]] = [((1, 1, 1, 1), 0.0)]
+    good = {(0, 3): 1.1, (1, 0): 1.2}
+    for j in range(4):
+        for w in range(5):
+            if w != 1:
+                x = [1, 1, 1, 1]
+                x[j] = w
+                rows.append((tuple(x), good.get((j, w), 2.0 + j + 0.1 * w)))
+    for x, value in rows:
+        state = TrialState.FAIL if value is None else TrialState.COMPLETE
+        params = dict(zip("abcd", x, strict=True))
+        study.add_trial(create_trial(params=params, distributions=dists, value=value, state=state))
+    return study
+
+
+def test_two_gene_moves_pair_the_best_one_gene_moves_first() -> None:
+    """``_ls_pairs``: the pair of the two best one-gene moves comes first (not what the value
+    statistics like); a worker that sees it running takes the next pair, which still holds one
+    of the two best moves."""
+    sampler = GeneticSampler(pool_size=4, survivors=1, seed=0)
+    sampler._ls_pairs = 1
+    study = _pair_study(sampler)
+    sampler._sync(study)
+    sampler._resolve_defaults(study)
+    sampler._learn_activation()
+    sampler._tables()
+    taken = _Taken(sampler._taken_finished(), set())
+    first = sampler._local(sampler._order(), taken)
+    assert first is not None and len(first) == 1
+    assert sampler._decode(first[0]) == {"a": 3, "b": 0, "c": 1, "d": 1}
+    taken.running.update(_keys(first))
+    second = sampler._local(sampler._order(), taken)
+    assert second is not None and len(second) == 1
+    plan = sampler._decode(second[0])
+    assert plan["a"] == 3 or plan["b"] == 0

@@ -95,6 +95,12 @@ _LS_SURVIVORS = 1_000  # survivors whose neighbourhoods are walked (best first)
 # in the trials that breed from the study's elite (not the explorers or the restart's elite)
 _LS_RESTART = 0
 _LS_KEEP = 32  # neighbours that the value statistics pass on to the nearest-neighbour pick
+# Local search, two-gene moves (0: off): the _LS_PAIRS pairs of the best one-gene moves are passed
+# to the pick, a pair scored by the ranks of its two one-gene moves among the trial's evaluated
+# one-gene neighbours (a failed or unseen move ranks _LS_PAIR_UNKNOWN); this order replaces the
+# value statistics (_LS_KEEP) there, after the repairs first (_LS_REPAIR).
+_LS_PAIRS = 0
+_LS_PAIR_UNKNOWN = 0.5
 # Generation 0: from this many finished trials on, the value statistics pick among random
 # candidates (0: every trial of generation 0 is random); _G0_FILL: prefer seldom-tried values.
 _G0_GUIDE = 0
@@ -347,6 +353,8 @@ class GeneticSampler(BaseGASampler):
         self._ls_survivors = _LS_SURVIVORS
         self._ls_restart = _LS_RESTART
         self._ls_keep = _LS_KEEP
+        self._ls_pairs = _LS_PAIRS
+        self._ls_pair_unknown = _LS_PAIR_UNKNOWN
         self._g0_guide = _G0_GUIDE
         self._g0_fill = _G0_FILL
         self._g0_safe = _G0_SAFE
@@ -432,6 +440,7 @@ class GeneticSampler(BaseGASampler):
         self._pairs: tuple[int, np.ndarray, np.ndarray | None] = (-1, np.empty(0, dtype=np.int64), None)
         self._row_distances = RowDistances(4 * self._window)
         self._failed_cache: tuple[int, int, set[bytes]] = (0, -1, set())  # rows, genes, keys
+        self._key_rows: tuple[int, int, dict[bytes, int]] = (0, -1, {})  # rows, genes, row of each key
 
     def _gene_for(self, name: str, dist: BaseDistribution) -> None:
         if name in self._genes:
@@ -1128,9 +1137,43 @@ class GeneticSampler(BaseGASampler):
             ok = taken.finished - failed if self._ls_repair == 2 else None
             fix = repairs(row, cands, failed, lambda m: _keys(self._project(m)), ok)
             cands = cands[fix] if fix.any() else cands
+        if depth == 2 and self._ls_pairs and len(cands) > self._ls_pairs:
+            score = self._pair_scores(row, cands, order)
+            return cands[np.argsort(score, kind="stable")[: self._ls_pairs]], done
         if len(cands) > self._ls_keep:  # the nearest-neighbour pick compares the most typical ones
             cands = cands[np.argsort(self._value_counts(order).score(cands), kind="stable")[: self._ls_keep]]
         return cands, done
+
+    def _pair_scores(self, row: np.ndarray, cands: np.ndarray, order: np.ndarray) -> np.ndarray:
+        """Per two-gene neighbour of ``row``: the sum of its two one-gene moves' ranks in [0, 1)
+        among the evaluated complete one-gene neighbours of ``row`` (by the fitness order;
+        ``_ls_pair_unknown`` for a move that failed or is not in the study)."""
+        rows = self._row_of_key()
+        bad = self._badness(order)
+        single = self._neighbours(row, 1)[0]
+        ranks = sorted(b for b in (bad[rows[k]] for k in _keys(self._project(single.copy())) if k in rows) if b < 1.0)
+        same = (cands == row) | (np.isnan(cands) & np.isnan(row))
+        score = np.zeros(len(cands))
+        at = np.arange(len(cands))
+        for k in range(2):  # the first, then the second changed gene of each pair
+            j = np.argsort(same, axis=1, kind="stable")[:, k]
+            move = np.repeat(row[None, :], len(cands), axis=0)
+            move[at, j] = cands[at, j]
+            for i, key in enumerate(_keys(self._project(move))):
+                b = bad[rows[key]] if key in rows else 1.0
+                score[i] += bisect.bisect_left(ranks, b) / max(1, len(ranks)) if b < 1.0 else self._ls_pair_unknown
+        return score
+
+    def _row_of_key(self) -> dict[bytes, int]:
+        """Row of each finished configuration's key (the latest row of a key run twice), brought
+        up to date with the rows added since the last call."""
+        upto, d, rows = self._key_rows
+        if d != len(self._names) or upto > self._n:
+            upto, d, rows = 0, len(self._names), {}
+        if upto < self._n:
+            rows.update(zip(_keys(self._x[upto : self._n, :d]), range(upto, self._n), strict=True))
+        self._key_rows = (self._n, d, rows)
+        return rows
 
     def _neighbours(self, row: np.ndarray, depth: int) -> list:
         """``[rows, None]``: :func:`neighbours` of a genome, kept while that draws no random
