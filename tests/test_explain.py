@@ -39,6 +39,20 @@ def _metrics(compiler, kernel: Path, arch: str, flags: list[str]) -> tuple[dict[
     return compile_metrics(res), out
 
 
+def _tune_registers(kernel: Path, **options):
+    """A seeded sm_80 register tune of ``kernel`` with the real ptxas 13.0."""
+    config = TuneConfig(
+        kernel=kernel,
+        arch="sm_80",
+        minimize=["registers"],
+        seed=1,
+        compiler_path=str(PTXAS.info.path),
+        progress=False,
+        **options,
+    )
+    return tune(config)
+
+
 def test_explain_a_ptx_acf_from_the_store_with_its_study(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
@@ -46,17 +60,7 @@ def test_explain_a_ptx_acf_from_the_store_with_its_study(
     monkeypatch.delenv("CIQ_OPTUNA_STORAGE", raising=False)
     kernel = tmp_path / "stencil.sm_80.ptx"
     shutil.copy(ROOT / "examples" / "stencil" / kernel.name, kernel)
-    config = TuneConfig(
-        kernel=kernel,
-        arch="sm_80",
-        minimize=["registers"],
-        trials=12,
-        seed=1,
-        compiler_path=str(PTXAS.info.path),
-        progress=False,
-        store=tmp_path / "store",
-    )
-    result = tune(config)
+    result = _tune_registers(kernel, trials=12, store=tmp_path / "store")
     (entry,) = Store(tmp_path / "store").scan().entries
     assert entry.acf.flags, "the search found nothing to explain"
     base, base_cubin = _metrics(PTXAS, kernel, "sm_80", [])
@@ -150,19 +154,7 @@ def test_explain_finds_the_kernel_of_a_tuned_acf_without_kernel(
     kernel = src / "my stencil.sm_80.ptx"
     shutil.copy(ROOT / "examples" / "stencil" / "stencil.sm_80.ptx", kernel)
     acf = out / "my stencil.sm_80.acf"
-    tune(
-        TuneConfig(
-            kernel=kernel,
-            arch="sm_80",
-            minimize=["registers"],
-            trials=8,
-            seed=1,
-            compiler_path=str(PTXAS.info.path),
-            progress=False,
-            storage=f"sqlite:///{tmp_path / 'study.db'}",
-            acf=acf,
-        )
-    )
+    _tune_registers(kernel, trials=8, storage=f"sqlite:///{tmp_path / 'study.db'}", acf=acf)
     header = acf.read_text()
     assert "$(ciq-optuna acf flags 'my stencil.sm_80.acf')" in header  # quoted for the shell
     assert "-o 'my stencil.sm_80.opts'" in header
