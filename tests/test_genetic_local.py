@@ -139,3 +139,46 @@ def test_two_gene_moves_pair_the_best_one_gene_moves_first() -> None:
     assert second is not None and len(second) == 1
     plan = sampler._decode(second[0])
     assert plan["a"] == 3 or plan["b"] == 0
+
+
+def _restart_local_calls(objective: object, seed: int) -> tuple[list[bool], optuna.Study]:
+    """Per local-search call of a 300-trial study with local search in restarts (from the study's
+    elite, below a failure share of 0.3): whether a restart was running (see
+    GeneticSampler.stagnation), as the sampler saw it then."""
+    sampler = GeneticSampler(pool_size=16, seed=seed)
+    sampler._ls_restart = 2
+    sampler._ls_restart_fail = 0.3
+    in_restart: list[bool] = []
+    local = sampler._local
+
+    def spy(order: np.ndarray, taken: _Taken, number: int = 0) -> np.ndarray | None:
+        in_restart.append(sampler._stagnation_at(number // 16, 16)[1] is not None)
+        return local(order, taken, number)
+
+    sampler._local = spy  # type: ignore[method-assign]
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(objective, n_trials=300, catch=(RuntimeError,))  # type: ignore[arg-type]
+    return in_restart, study
+
+
+def test_local_search_goes_on_in_restarts_unless_most_trials_fail() -> None:
+    """With ``_ls_restart = 2`` a restart does not end local search around the study's elite;
+    with ``_ls_restart_fail`` it does while that share of the trials since the last improvement
+    failed: there the restart alone runs."""
+
+    def bowl(trial: optuna.Trial) -> float:
+        return float(sum(abs(trial.suggest_int(k, 0, 9) - 3) for k in "abcd"))
+
+    in_restart, study = _restart_local_calls(bowl, 0)
+    assert study.best_value == 0
+    assert sum(in_restart) >= 20
+
+    def failing(trial: optuna.Trial) -> float:  # half of the space fails, not by one gene's value
+        x = [trial.suggest_int(k, 0, 9) for k in "abcd"]
+        if sum(x) % 2:
+            raise RuntimeError("does not compile")
+        return float(sum(abs(v - 3) for v in x))
+
+    in_restart, study = _restart_local_calls(failing, 0)
+    assert study.sampler.stagnation(study)[1] is not None  # type: ignore[attr-defined]
+    assert len(in_restart) > 0 and sum(in_restart) == 0

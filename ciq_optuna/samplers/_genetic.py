@@ -94,6 +94,10 @@ _LS_SURVIVORS = 1_000  # survivors whose neighbourhoods are walked (best first)
 # While a restart is running (stagnation): 1 local search as at other times, 0 none, 2 only
 # in the trials that breed from the study's elite (not the explorers or the restart's elite)
 _LS_RESTART = 0
+# With _LS_RESTART: local search during a restart only while fewer than this share of the trials
+# numbered since the last improvement failed (1: no limit); a failure-prone optimum's
+# neighbourhood is then left to the restart.
+_LS_RESTART_FAIL = 1.0
 _LS_KEEP = 32  # neighbours that the value statistics pass on to the nearest-neighbour pick
 # Local search, two-gene moves (0: off): the _LS_PAIRS pairs of the best one-gene moves are passed
 # to the pick, a pair scored by the ranks of its two one-gene moves among the trial's evaluated
@@ -352,6 +356,7 @@ class GeneticSampler(BaseGASampler):
         self._ls_depth = _LS_DEPTH
         self._ls_survivors = _LS_SURVIVORS
         self._ls_restart = _LS_RESTART
+        self._ls_restart_fail = _LS_RESTART_FAIL
         self._ls_keep = _LS_KEEP
         self._ls_pairs = _LS_PAIRS
         self._ls_pair_unknown = _LS_PAIR_UNKNOWN
@@ -1006,7 +1011,9 @@ class GeneticSampler(BaseGASampler):
             elif start is not None and slot >= round(self._epoch_global * pool_size):
                 parents = order[self._num[order] >= start * pool_size]
                 explore = len(parents) < 2
-        ls_now = start is None or self._ls_restart == 1 or (self._ls_restart == 2 and parents is order)
+        ls_now = start is None or (
+            (self._ls_restart == 1 or (self._ls_restart == 2 and parents is order)) and self._failing_since_improvement() < self._ls_restart_fail
+        )
         if evolve and not fixed and not explore and ls_now and self._local_turn(number, self._ls_stalled(number, pool_size, stalled)):
             local = self._local(order, taken, number)
             if local is not None:
@@ -1073,6 +1080,14 @@ class GeneticSampler(BaseGASampler):
         else:
             i = self._pick(fresh, order, checked=checked)
         return self._decode(fresh[i]), predicted[i]
+
+    def _failing_since_improvement(self) -> float:
+        """Share of the trials numbered after the last improvement that failed (0 when none)."""
+        if self._ls_restart_fail >= 1.0:
+            return 0.0
+        since = self._num[: self._n] > self._last_improvement()
+        count = int(since.sum())
+        return float(np.isnan(self._v[: self._n, 0][since]).sum()) / count if count else 0.0
 
     def _local_turn(self, number: int, stalled: int) -> bool:
         """Whether trial ``number`` is a local-search trial: a share ``_ls_share`` of the trials,
