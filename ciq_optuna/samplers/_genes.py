@@ -212,9 +212,16 @@ def neighbours(
     cols: list[int] = []
     new: list[float] = []
     counts: list[int] = []
+    # The draws of every first neighbour's wide genes at once (the same numbers as one by one).
+    highs = np.tile(np.repeat([sizes[k] for k in wide], 4), len(first))
+    pre = rng.randint(0, highs).tolist() if len(highs) else []
+    at = 0
     for j, vals in moves:
         for v in vals:
-            drawn = {k: _values(v if k == j else values[k], kinds[k], sizes[k], rng) for k in wide}
+            drawn = {}
+            for k in wide:
+                drawn[k] = _values(v if k == j else values[k], kinds[k], sizes[k], rng, pre[at : at + 4])
+                at += 4
             count = 0
             for k in present:
                 if k == j:
@@ -251,14 +258,15 @@ def _is_wide(kind: int, n: int) -> bool:
     return kind == 0 and n > _WIDE
 
 
-def _values(v: float, kind: int, n: int, rng: np.random.RandomState) -> list[float]:
-    """The other values of one present gene with code ``v`` (sorted)."""
+def _values(v: float, kind: int, n: int, rng: np.random.RandomState, drawn: list[int] | None = None) -> list[float]:
+    """The other values of one present gene with code ``v`` (sorted); ``drawn``: the re-draws of
+    a wide ordered gene, drawn beforehand from ``rng``."""
     if kind == 2:
         return sorted({min(1.0, max(0.0, v + step)) for step in _CONT_STEPS} - {v})
     if n <= _WIDE or kind == 1:
         return [float(i) for i in range(n) if i != v]
     steps = [2.0**i for i in range(int(math.log2(n)) + 1)]
-    vals = [v + s for s in steps] + [v - s for s in steps] + [float(x) for x in rng.randint(0, n, 4)]
+    vals = [v + s for s in steps] + [v - s for s in steps] + [float(x) for x in (rng.randint(0, n, 4) if drawn is None else drawn)]
     return sorted({x for x in vals if 0 <= x <= n - 1 and x != v})  # in Python: a few values
 
 

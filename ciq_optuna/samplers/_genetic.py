@@ -34,7 +34,7 @@ from ciq_optuna.samplers._optuna import (
     study_id_of,
     trial_id_of,
 )
-from ciq_optuna.samplers._repair import repairs
+from ciq_optuna.samplers._repair import pair_move_keys, repairs
 from ciq_optuna.samplers._start import QMCStart, SobolStart, breeds_early
 from ciq_optuna.samplers._surrogate import ValueCounts
 
@@ -1147,36 +1147,40 @@ class GeneticSampler(BaseGASampler):
             return cands[:0], done
         cands = cands[new]
         cands = cands[self._fail_risk(cands) <= max(self._ls_risk, float(self._fail_risk(row[None, :])[0]))]
+        hit = None  # the keys of each pair's two one-gene moves, made once for both uses
+        if depth == 2 and self._ls_pairs and len(cands) > self._ls_pairs:
+            hit = pair_move_keys(row, cands, lambda m: _keys(self._project(m)))
         if depth == 2 and self._ls_repair:
             failed = self._failed_keys()
             ok = taken.finished - failed if self._ls_repair == 2 else None
-            fix = repairs(row, cands, failed, lambda m: _keys(self._project(m)), ok)
-            cands = cands[fix] if fix.any() else cands
+            fix = repairs(row, cands, failed, lambda m: _keys(self._project(m)), ok, hit)
+            if fix.any():
+                cands = cands[fix]
+                hit = None if hit is None else (hit[0], hit[1][fix], hit[2][fix])
         if depth == 2 and self._ls_pairs and len(cands) > self._ls_pairs:
-            score = self._pair_scores(row, cands, order)
+            score = self._pair_scores(row, cands, order, hit)
             return cands[np.argsort(score, kind="stable")[: self._ls_pairs]], done
         if len(cands) > self._ls_keep:  # the nearest-neighbour pick compares the most typical ones
             cands = cands[np.argsort(self._value_counts(order).score(cands), kind="stable")[: self._ls_keep]]
         return cands, done
 
-    def _pair_scores(self, row: np.ndarray, cands: np.ndarray, order: np.ndarray) -> np.ndarray:
+    def _pair_scores(
+        self, row: np.ndarray, cands: np.ndarray, order: np.ndarray, hit: tuple[list[bytes], np.ndarray, np.ndarray] | None = None
+    ) -> np.ndarray:
         """Per two-gene neighbour of ``row``: the sum of its two one-gene moves' ranks in [0, 1)
         among the evaluated complete one-gene neighbours of ``row`` (by the fitness order;
-        ``_ls_pair_unknown`` for a move that failed or is not in the study)."""
+        ``_ls_pair_unknown`` for a move that failed or is not in the study); ``hit``: the moves'
+        keys (:func:`pair_move_keys`) when already made."""
         rows = self._row_of_key()
         bad = self._badness(order)
         single = self._neighbours(row, 1)[0]
         ranks = sorted(b for b in (bad[rows[k]] for k in _keys(self._project(single.copy())) if k in rows) if b < 1.0)
-        same = (cands == row) | (np.isnan(cands) & np.isnan(row))
-        score = np.zeros(len(cands))
-        at = np.arange(len(cands))
-        for k in range(2):  # the first, then the second changed gene of each pair
-            j = np.argsort(same, axis=1, kind="stable")[:, k]
-            move = np.repeat(row[None, :], len(cands), axis=0)
-            move[at, j] = cands[at, j]
-            for i, key in enumerate(_keys(self._project(move))):
-                b = bad[rows[key]] if key in rows else 1.0
-                score[i] += bisect.bisect_left(ranks, b) / max(1, len(ranks)) if b < 1.0 else self._ls_pair_unknown
+        unique, first, second = hit or pair_move_keys(row, cands, lambda m: _keys(self._project(m)))
+        move = np.empty(len(unique))
+        for i, key in enumerate(unique):
+            b = bad[rows[key]] if key in rows else 1.0
+            move[i] = bisect.bisect_left(ranks, b) / max(1, len(ranks)) if b < 1.0 else self._ls_pair_unknown
+        score = move[first] + move[second]
         return score
 
     def _row_of_key(self) -> dict[bytes, int]:
