@@ -29,7 +29,7 @@ from ciq_optuna.samplers import _genetic  # noqa: E402
 
 def pool_size(space: replay.Space) -> int:
     """The GeneticSampler's default pool size for a space of categoricals."""
-    return int(np.clip(round(1.5 * math.log2(space.cartesian)), 8, 40))
+    return _genetic.default_pool_size(len(space.values[k]) for k in space.keys)
 
 
 def moves(space: replay.Space, cfg: tuple, depth: int) -> list[tuple]:

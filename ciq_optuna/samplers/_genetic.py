@@ -10,7 +10,7 @@ import logging
 import math
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -164,6 +164,13 @@ _FEWER_CHECKS: tuple[float, ...] = (0.02, 0.1)
 # seen inert too, such predictions with at least this doubt (BinaryModel.beyond_doubt; 0: off:
 # measured, no right skips over the defaults and more wrong ones, BENCHMARKS.md branch s24k).
 _ORDERED_BEYOND = 0
+
+
+def default_pool_size(sizes: Iterable[float]) -> int:
+    """The pool size for genes of these numbers of values (a float gene counts as 1024):
+    ``clip(round(1.5 * bits), 8, 40)``, ``bits`` = log2 of the number of distinct configurations."""
+    bits = sum(math.log2(min(n, 1024.0)) for n in sizes if n > 1)
+    return int(min(40, max(8, round(1.5 * bits))))
 
 
 def _generator(seed: int | None) -> np.random.Generator:
@@ -602,8 +609,7 @@ class GeneticSampler(BaseGASampler):
         if stored is None:
             if not self._genes:
                 return None
-            bits = sum(math.log2(min(g.size, 1024.0)) for g in self._genes.values() if g.size > 1)
-            stored = int(min(40, max(8, round(1.5 * bits))))
+            stored = default_pool_size(g.size for g in self._genes.values())
             storage_of(study).set_study_system_attr(study_id_of(study), _POOL_ATTR, stored)
         self.population_size = int(stored)
         return self.population_size

@@ -35,6 +35,7 @@ def repairs(
     good = np.fromiter((key in ok for key in unique), dtype=bool, count=len(unique))
     return (bad[first] & good[second]) | (bad[second] & good[first])
 
+
 def pair_move_keys(row: np.ndarray, cands: np.ndarray, keys) -> tuple[list[bytes], np.ndarray, np.ndarray]:
     """The distinct one-gene moves of ``row`` that the two-gene neighbours ``cands`` are made of:
     their keys (``keys``: the function that makes a row matrix's keys), and per neighbour the
