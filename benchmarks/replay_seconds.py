@@ -3,20 +3,19 @@ ratio to a base sampler.  Usage: ``python replay_seconds.py BASE RESULTS.jsonl.g
 
 from __future__ import annotations
 
-import gzip
-import json
 import statistics
 import sys
 from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import replay  # noqa: E402
 
 
 def main(base: str, paths: list[str]) -> None:
     runs: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for path in paths:
-        with gzip.open(path, "rt") as fh:
-            for line in fh:
-                r = json.loads(line)
-                runs[(r["dataset"], r["sampler"])].append(r["seconds"])
+    for r in replay._load_rows(paths):
+        runs[(r["dataset"], r["sampler"])].append(r["seconds"])
     print("| dataset | sampler | runs | median s/run | vs base |")
     print("|---|---|---|---|---|")
     for ds in sorted({d for d, _ in runs}):
