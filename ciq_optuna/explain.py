@@ -37,8 +37,7 @@ from ciq_optuna.simplify import without
 from ciq_optuna.space.compiler_space import CompilerSpace
 from ciq_optuna.space.files import available_spaces
 from ciq_optuna.store import kernel_file
-from ciq_optuna.study.metadata import ATTR as META_ATTR
-from ciq_optuna.study.metadata import file_sha256
+from ciq_optuna.study.metadata import file_sha256, metadata
 
 #: Opcode classes of the SASS mix, in display order: class -> opcodes (the part before the first dot).
 OPCODE_CLASSES: dict[str, tuple[str, ...]] = {
@@ -159,8 +158,10 @@ def find_kernel(acf_path: Path, acf: Acf, study: Any = None) -> Path | None:
     if name:
         candidates += [Path(acf_path).resolve().parent / name, Path.cwd() / name]
     if study is not None:
-        recorded = study.user_attrs.get(META_ATTR, {})
-        path = recorded.get("kernel", {}).get("path") if isinstance(recorded, Mapping) else None
+        try:
+            path = metadata(study).get("kernel", {}).get("path")
+        except CiqError:  # not a study made by tune
+            path = None
         if path:
             candidates.append(Path(path))
     existing = [c for c in candidates if kernel_file(c).is_file()]
