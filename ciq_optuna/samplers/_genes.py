@@ -208,32 +208,36 @@ def neighbours(
     if depth != 2 or not len(first):
         return first
     wide = [j for j in present if _is_wide(kinds[j], sizes[j])]
-    fixed = {j: vals for j, vals in moves if j not in wide}  # the same from every first neighbour
-    cols: list[int] = []
-    new: list[float] = []
-    counts: list[int] = []
-    # The draws of every first neighbour's wide genes at once (the same numbers as one by one).
+    # The draws of every first neighbour's wide genes, in the order of a loop over first
+    # neighbours and their wide genes (the same numbers as drawn one by one).
     highs = np.tile(np.repeat([sizes[k] for k in wide], 4), len(first))
-    pre = rng.randint(0, highs).tolist() if len(highs) else []
-    at = 0
-    for j, vals in moves:
-        for v in vals:
-            drawn = {}
-            for k in wide:
-                drawn[k] = _values(v if k == j else values[k], kinds[k], sizes[k], rng, pre[at : at + 4])
-                at += 4
-            count = 0
-            for k in present:
-                if k == j:
-                    continue  # changes the first gene again: one gene or none from ``row``
-                other = drawn[k] if k in drawn else fixed[k]
-                cols.extend([k] * len(other))
-                new.extend(other)
-                count += len(other)
-            counts.append(count)
-    both = np.repeat(first, counts, axis=0)
-    both[np.arange(len(both)), cols] = new
-    return _unique_rows(both)
+    pre = rng.randint(0, highs).reshape(len(first), len(wide), 4) if len(highs) else None
+    # A two-gene neighbour is a first neighbour (gene j set to v) with another present gene k
+    # set to one of k's values: those that need no draw (every other value, or a wide gene's
+    # steps) plus, for a wide k, its re-draws for that first neighbour.  The result is sorted and
+    # unique, so the order in which the rows are made does not matter.
+    at_gene = np.array([j for j, vals in moves for _ in vals])
+    plain = [(k, w) for k in present for w in _values(values[k], kinds[k], sizes[k], rng, [])]
+    gk = np.array([k for k, _ in plain], dtype=np.intp)
+    gw = np.array([w for _, w in plain], dtype=float)
+    i, m = np.nonzero(at_gene[:, None] != gk[None, :])
+    parts = [_set_one(first[i], gk[m], gw[m])]
+    for q, k in enumerate(wide):
+        drawn = pre[:, q, :].astype(float)
+        # Each value once per first neighbour, as a set of k's values (rows with an absent gene
+        # are not made unique below: np.unique keeps NaN rows apart).
+        keep = (at_gene[:, None] != k) & (drawn != values[k]) & ~np.isin(drawn, gw[gk == k])
+        for c in range(1, 4):
+            keep[:, c] &= (drawn[:, :c] != drawn[:, c : c + 1]).all(axis=1)
+        i, c = np.nonzero(keep)
+        parts.append(_set_one(first[i], np.full(len(i), k), drawn[i, c]))
+    return _unique_rows(np.concatenate(parts))
+
+
+def _set_one(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    """``rows`` (a fresh copy) with, in each, the gene ``cols[i]`` set to ``vals[i]``."""
+    rows[np.arange(len(rows)), cols] = vals
+    return rows
 
 
 def _unique_rows(rows: np.ndarray) -> np.ndarray:

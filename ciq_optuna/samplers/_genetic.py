@@ -1182,10 +1182,9 @@ class GeneticSampler(BaseGASampler):
         single = self._neighbours(row, 1)[0]
         ranks = sorted(b for b in (bad[rows[k]] for k in _keys(self._project(single.copy())) if k in rows) if b < 1.0)
         unique, first, second = hit or pair_move_keys(row, cands, lambda m: _keys(self._project(m)))
-        move = np.empty(len(unique))
-        for i, key in enumerate(unique):
-            b = bad[rows[key]] if key in rows else 1.0
-            move[i] = bisect.bisect_left(ranks, b) / max(1, len(ranks)) if b < 1.0 else self._ls_pair_unknown
+        b = np.array([bad[rows[key]] if key in rows else 1.0 for key in unique], dtype=float)
+        rank = np.searchsorted(np.asarray(ranks, dtype=float), b, side="left") / max(1, len(ranks))
+        move = np.where(b < 1.0, rank, self._ls_pair_unknown)
         score = move[first] + move[second]
         return score
 
@@ -1659,14 +1658,15 @@ def _unseen(keys: list[bytes], taken: _Taken, seen: set[bytes], as_run: list[byt
     (``seen``, which gets them); with ``as_run`` (the same candidates' keys as the objective will
     run them), that key must not be in the study either."""
     finished, running = taken.finished, taken.running
+    free = [i for i, k in enumerate(keys) if k not in finished and k not in running]
+    if as_run is not None:
+        free = [i for i in free if as_run[i] not in finished and as_run[i] not in running]
     new = []
-    for i, k in enumerate(keys):
-        if k in finished or k in running or k in seen:
-            continue
-        if as_run is not None and (as_run[i] in finished or as_run[i] in running):
-            continue
-        seen.add(k)
-        new.append(i)
+    for i in free:
+        k = keys[i]
+        if k not in seen:
+            seen.add(k)
+            new.append(i)
     return new
 
 
