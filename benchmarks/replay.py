@@ -169,6 +169,7 @@ GENETIC_KNOBS = {
     "lsd": "_ls_depth",
     "lsn": "_ls_survivors",
     "lsre": "_ls_restart",
+    "lsrs": "_ls_restart_share",  # with lsre: share of local-search trials while a restart runs
     "lsrf": "_ls_restart_fail",  # with lsre: local search in a restart only below this failure share
     "lsk": "_ls_keep",
     "lsp": "_ls_pairs",  # two-gene moves: the pairs of the best one-gene moves passed to the pick (0: off)

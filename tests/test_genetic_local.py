@@ -141,13 +141,14 @@ def test_two_gene_moves_pair_the_best_one_gene_moves_first() -> None:
     assert plan["a"] == 3 or plan["b"] == 0
 
 
-def _restart_local_calls(objective: object, seed: int) -> tuple[list[bool], optuna.Study]:
+def _restart_local_calls(objective: object, seed: int, share: float = 0.5) -> tuple[list[bool], optuna.Study]:
     """Per local-search call of a 300-trial study with local search in restarts (from the study's
     elite, below a failure share of 0.3): whether a restart was running (see
     GeneticSampler.stagnation), as the sampler saw it then."""
     sampler = GeneticSampler(pool_size=16, seed=seed)
     sampler._ls_restart = 2
     sampler._ls_restart_fail = 0.3
+    sampler._ls_restart_share = share
     in_restart: list[bool] = []
     local = sampler._local
 
@@ -182,3 +183,16 @@ def test_local_search_goes_on_in_restarts_unless_most_trials_fail() -> None:
     in_restart, study = _restart_local_calls(failing, 0)
     assert study.sampler.stagnation(study)[1] is not None  # type: ignore[attr-defined]
     assert len(in_restart) > 0 and sum(in_restart) == 0
+
+
+def test_fewer_local_search_trials_in_restarts_with_a_smaller_restart_share() -> None:
+    """``_ls_restart_share`` is the share of the trials that take local search while a restart
+    runs: a quarter of the default's share gives about a quarter of those trials."""
+
+    def bowl(trial: optuna.Trial) -> float:
+        return float(sum(abs(trial.suggest_int(k, 0, 9) - 3) for k in "abcd"))
+
+    full, _ = _restart_local_calls(bowl, 0)
+    fewer, _ = _restart_local_calls(bowl, 0, share=0.125)
+    assert sum(full) >= 20
+    assert 0 < sum(fewer) <= sum(full) / 2

@@ -98,6 +98,9 @@ _LS_RESTART = 0
 # numbered since the last improvement failed (1: no limit); a failure-prone optimum's
 # neighbourhood is then left to the restart.
 _LS_RESTART_FAIL = 1.0
+# With _LS_RESTART: the share of the trials that take local search while a restart runs (stalled,
+# _LS_STALL at other times); below it, fewer of the costlier local-search trials.
+_LS_RESTART_SHARE = 0.5
 _LS_KEEP = 32  # neighbours that the value statistics pass on to the nearest-neighbour pick
 # Local search, two-gene moves (0: off): the _LS_PAIRS pairs of the best one-gene moves are passed
 # to the pick, a pair scored by the ranks of its two one-gene moves among the trial's evaluated
@@ -364,6 +367,7 @@ class GeneticSampler(BaseGASampler):
         self._ls_survivors = _LS_SURVIVORS
         self._ls_restart = _LS_RESTART
         self._ls_restart_fail = _LS_RESTART_FAIL
+        self._ls_restart_share = _LS_RESTART_SHARE
         self._ls_keep = _LS_KEEP
         self._ls_pairs = _LS_PAIRS
         self._ls_pair_unknown = _LS_PAIR_UNKNOWN
@@ -1020,7 +1024,7 @@ class GeneticSampler(BaseGASampler):
         ls_now = start is None or (
             (self._ls_restart == 1 or (self._ls_restart == 2 and parents is order)) and self._failing_since_improvement() < self._ls_restart_fail
         )
-        if evolve and not fixed and not explore and ls_now and self._local_turn(number, self._ls_stalled(number, pool_size, stalled)):
+        if evolve and not fixed and not explore and ls_now and self._local_turn(number, self._ls_stalled(number, pool_size, stalled), start is not None):
             local = self._local(order, taken, number)
             if local is not None:
                 guess = self._binaries.predict(local) if self._binaries.active else [None] * len(local)
@@ -1095,11 +1099,11 @@ class GeneticSampler(BaseGASampler):
         count = int(since.sum())
         return float(np.isnan(self._v[: self._n, 0][since]).sum()) / count if count else 0.0
 
-    def _local_turn(self, number: int, stalled: int) -> bool:
+    def _local_turn(self, number: int, stalled: int, restart: bool = False) -> bool:
         """Whether trial ``number`` is a local-search trial: a share ``_ls_share`` of the trials,
-        ``_ls_stall`` once ``_ls_gens`` whole generations brought no improvement, spread evenly
-        over the trial numbers."""
-        share = self._ls_stall if stalled >= self._ls_gens else self._ls_share
+        ``_ls_stall`` once ``_ls_gens`` whole generations brought no improvement
+        (``_ls_restart_share`` while a restart runs), spread evenly over the trial numbers."""
+        share = (self._ls_restart_share if restart else self._ls_stall) if stalled >= self._ls_gens else self._ls_share
         return share > 0 and math.floor((number + 1) * share) > math.floor(number * share)
 
     def _ls_stalled(self, number: int, pool_size: int, stalled: int) -> int:
