@@ -187,7 +187,7 @@ def test_local_search_goes_on_in_restarts_unless_most_trials_fail() -> None:
 
 def test_fewer_local_search_trials_in_restarts_with_a_smaller_restart_share() -> None:
     """``_ls_restart_share`` is the share of the trials that take local search while a restart
-    runs: a quarter of the default's share gives about a quarter of those trials."""
+    runs: a quarter of the default's share gives at most half as many of those trials."""
 
     def bowl(trial: optuna.Trial) -> float:
         return float(sum(abs(trial.suggest_int(k, 0, 9) - 3) for k in "abcd"))

@@ -98,8 +98,8 @@ _LS_RESTART = 0
 # numbered since the last improvement failed (1: no limit); a failure-prone optimum's
 # neighbourhood is then left to the restart.
 _LS_RESTART_FAIL = 1.0
-# With _LS_RESTART: the share of the trials that take local search while a restart runs (stalled,
-# _LS_STALL at other times); below it, fewer of the costlier local-search trials.
+# With _LS_RESTART: the share of the trials that take local search while a restart runs (_LS_STALL
+# is the share once stalled outside a restart); a smaller one runs fewer of the costlier trials.
 _LS_RESTART_SHARE = 0.5
 _LS_KEEP = 32  # neighbours that the value statistics pass on to the nearest-neighbour pick
 # Local search, two-gene moves (0: off): the _LS_PAIRS pairs of the best one-gene moves are passed
@@ -1103,7 +1103,10 @@ class GeneticSampler(BaseGASampler):
         """Whether trial ``number`` is a local-search trial: a share ``_ls_share`` of the trials,
         ``_ls_stall`` once ``_ls_gens`` whole generations brought no improvement
         (``_ls_restart_share`` while a restart runs), spread evenly over the trial numbers."""
-        share = (self._ls_restart_share if restart else self._ls_stall) if stalled >= self._ls_gens else self._ls_share
+        if stalled < self._ls_gens:
+            share = self._ls_share
+        else:
+            share = self._ls_restart_share if restart else self._ls_stall
         return share > 0 and math.floor((number + 1) * share) > math.floor(number * share)
 
     def _ls_stalled(self, number: int, pool_size: int, stalled: int) -> int:
