@@ -17,12 +17,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import replay  # noqa: E402
 
 
+def _seed_range(text: str) -> tuple[int, int]:
+    lo, sep, hi = text.partition(":")
+    if not sep or not lo.isdigit() or not hi.isdigit() or int(lo) >= int(hi):
+        raise argparse.ArgumentTypeError(f"expected FROM:TO with FROM < TO, e.g. 6400:6404, not {text!r}")
+    return int(lo), int(hi)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", help="a replay.py results file")
-    parser.add_argument("--seeds", required=True, help="FROM:TO, the seeds rerun (TO excluded)")
+    parser.add_argument("--seeds", required=True, type=_seed_range, help="FROM:TO, the seeds rerun (TO excluded)")
     args = parser.parse_args(argv)
-    lo, hi = (int(x) for x in args.seeds.split(":"))
+    if not Path(args.results).is_file():
+        parser.error(f"no results file at {args.results}")
+    lo, hi = args.seeds
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.simplefilter("ignore")
     spaces: dict[str, replay.Space] = {}
@@ -37,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             differ += 1
             print(f"differs: {r['dataset']} {r['sampler']} seed {r['seed']}")
-    print(f"{same} of {same + differ} runs identical")
+    print(f"{same} of {same + differ} runs identical" if same + differ else "no single-objective runs with those seeds")
     return 1 if differ or not same else 0
 
 
