@@ -171,6 +171,7 @@ GENETIC_KNOBS = {
     "lsre": "_ls_restart",
     "lsrs": "_ls_restart_share",  # with lsre: share of local-search trials while a restart runs
     "lsrf": "_ls_restart_fail",  # with lsre: local search in a restart only below this failure share
+    "lskd": "_ls_keep_drawn",  # finished trials a neighbourhood with random draws is kept (0: drawn every time)
     "lsk": "_ls_keep",
     "lsp": "_ls_pairs",  # two-gene moves: the pairs of the best one-gene moves passed to the pick (0: off)
     "lspu": "_ls_pair_unknown",

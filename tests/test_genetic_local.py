@@ -12,6 +12,7 @@ from optuna.trial import TrialState, create_trial
 from ciq_optuna.samplers import GeneticSampler
 from ciq_optuna.samplers._genes import neighbours
 from ciq_optuna.samplers._genetic import _keys, _Taken
+from ciq_optuna.samplers._repair import repairs
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -196,3 +197,77 @@ def test_fewer_local_search_trials_in_restarts_with_a_smaller_restart_share() ->
     fewer, _ = _restart_local_calls(bowl, 0, share=0.125)
     assert sum(full) >= 20
     assert 0 < sum(fewer) <= sum(full) / 2
+
+
+def _wide_study(keep_drawn: int) -> tuple[GeneticSampler, optuna.Study]:
+    """A 40-trial study over a wide ordered gene (64 values, whose neighbourhood draws random
+    re-draws) and three narrow ones, synced into its sampler."""
+    sampler = GeneticSampler(pool_size=8, seed=1)
+    sampler._ls_keep_drawn = keep_drawn
+    study = optuna.create_study(sampler=sampler)
+
+    def objective(trial: optuna.Trial) -> float:
+        return float(abs(trial.suggest_int("w", 0, 63) - 20) + sum(trial.suggest_int(k, 0, 3) for k in "abc"))
+
+    study.optimize(objective, n_trials=40)
+    sampler._sync(study)
+    return sampler, study
+
+
+def test_a_drawn_neighbourhood_is_kept_for_ls_keep_drawn_finished_trials() -> None:
+    """``_ls_keep_drawn``: the two-gene neighbourhood of a row with a wide ordered gene is drawn
+    once and kept while fewer than that many trials finished since, then drawn again; with 0 it
+    is drawn at every call (the random re-draws differ)."""
+    sampler, study = _wide_study(0)
+    row = sampler._x[0, : len(sampler._names)].copy()
+    first, second = sampler._neighbours(row, 2), sampler._neighbours(row, 2)
+    assert first is not second
+    assert not np.array_equal(first[0], second[0])
+
+    sampler, study = _wide_study(8)
+    row = sampler._x[0, : len(sampler._names)].copy()
+    first = sampler._neighbours(row, 2)
+    assert sampler._neighbours(row, 2) is first and first[2] == sampler._n
+    study.optimize(lambda t: float(t.suggest_int("w", 0, 63) + sum(t.suggest_int(k, 0, 3) for k in "abc")), n_trials=7)
+    sampler._sync(study)
+    assert sampler._n - first[2] == 7 and sampler._neighbours(row, 2) is first
+    study.optimize(lambda t: float(t.suggest_int("w", 0, 63) + sum(t.suggest_int(k, 0, 3) for k in "abc")), n_trials=1)
+    sampler._sync(study)
+    assert sampler._neighbours(row, 2) is not first
+
+
+def test_two_gene_moves_are_the_same_with_their_move_keys_kept() -> None:
+    """The keys of a kept two-gene neighbourhood's one-gene moves are made once and reused: the
+    pairs that local search passes on are those a reference made from scratch gives (the unseen,
+    safe neighbours, the repairs among them, by pair score), also after other pairs were taken
+    in between (a study with failures, no risk above the best trial's allowed, so some pairs
+    are left out)."""
+    sampler = GeneticSampler(pool_size=4, survivors=1, seed=0)
+    sampler._ls_pairs = 20  # the pairs come out in the order of their scores
+    sampler._ls_risk = 0.0
+    study = _pair_study(sampler)
+    dists = {k: IntDistribution(0, 4) for k in "abcd"}
+    for x in ((0, 1, 1, 1), (1, 1, 4, 1)):
+        study.add_trial(create_trial(params=dict(zip("abcd", x, strict=True)), distributions=dists, state=TrialState.FAIL))
+    sampler._sync(study)
+    sampler._resolve_defaults(study)
+    sampler._learn_activation()
+    sampler._tables()
+    order = sampler._order()
+    row = sampler._x[order[0], : len(sampler._names)].copy()
+    taken = _Taken(sampler._taken_finished(), set())
+    left_out = 0
+    for _ in range(4):
+        kept, _ = sampler._local_moves(row, 2, order, taken)
+        assert sampler._neighbours(row, 2)[3] is not None
+        cands = neighbours(row, sampler._kind, sampler._nval, np.random.RandomState(0), 2)
+        cands = cands[[k not in taken for k in _keys(cands)]]
+        safe = sampler._fail_risk(cands) <= float(sampler._fail_risk(row[None, :])[0])
+        left_out += int((~safe).sum())
+        cands = cands[safe]
+        fix = repairs(row, cands, sampler._failed_keys(), _keys)
+        cands = cands[fix] if fix.any() else cands
+        score = sampler._pair_scores(row, cands, order)
+        assert np.array_equal(kept, cands[np.argsort(score, kind="stable")[:20]])
+        taken.running.update(_keys(kept[:1]))
+    assert left_out > 0

@@ -101,6 +101,11 @@ _LS_RESTART_FAIL = 1.0
 # With _LS_RESTART: the share of the trials that take local search while a restart runs (_LS_STALL
 # is the share once stalled outside a restart); a smaller one runs fewer of the costlier trials.
 _LS_RESTART_SHARE = 0.5
+# A neighbourhood that draws random values (a wide ordered gene) is kept for this many finished
+# trials before it is drawn again (0: drawn anew at every local-search trial).  Local search
+# walks the same best trial many times; drawing its two-gene neighbourhood every time costs more
+# than the rest of the trial's planning.
+_LS_KEEP_DRAWN = 0
 _LS_KEEP = 32  # neighbours that the value statistics pass on to the nearest-neighbour pick
 # Local search, two-gene moves (0: off): the _LS_PAIRS pairs of the best one-gene moves are passed
 # to the pick, a pair scored by the ranks of its two one-gene moves among the trial's evaluated
@@ -368,6 +373,7 @@ class GeneticSampler(BaseGASampler):
         self._ls_restart = _LS_RESTART
         self._ls_restart_fail = _LS_RESTART_FAIL
         self._ls_restart_share = _LS_RESTART_SHARE
+        self._ls_keep_drawn = _LS_KEEP_DRAWN
         self._ls_keep = _LS_KEEP
         self._ls_pairs = _LS_PAIRS
         self._ls_pair_unknown = _LS_PAIR_UNKNOWN
@@ -1142,9 +1148,10 @@ class GeneticSampler(BaseGASampler):
         """The unseen ``depth``-gene neighbours of ``row`` that local search may take (see
         :meth:`_local`), and the share of its neighbourhood already in the study."""
         d = len(self._names)
-        kept = self._neighbours(row, depth)  # [rows, keys or None]; the rows are not to be changed
+        kept = self._neighbours(row, depth)  # see _neighbours; the rows are not to be changed
         cands = kept[0]
-        if self._snap_cols or self._rules:  # both change rows in place
+        as_made = not (self._snap_cols or self._rules)
+        if not as_made:  # both change rows in place
             cands = cands.copy()
             for j in self._snap_cols:
                 cands[:, j] = self._genes[self._names[j]].snap(cands[:, j])
@@ -1159,9 +1166,15 @@ class GeneticSampler(BaseGASampler):
         if not new:
             return cands[:0], done
         cands = cands[new]
-        cands = cands[self._fail_risk(cands) <= max(self._ls_risk, float(self._fail_risk(row[None, :])[0]))]
+        safe = self._fail_risk(cands) <= max(self._ls_risk, float(self._fail_risk(row[None, :])[0]))
+        cands = cands[safe]
         hit = None  # the keys of each pair's two one-gene moves, made once for both uses
-        if depth == 2 and self._ls_pairs and len(cands) > self._ls_pairs:
+        if depth == 2 and as_made and (self._ls_pairs or self._ls_repair):
+            if kept[3] is None:  # a move's key does not depend on which pairs are still unseen
+                kept[3] = pair_move_keys(row, kept[0], lambda m: _keys(self._project(m)))
+            at = np.asarray(new)[safe]
+            hit = (kept[3][0], kept[3][1][at], kept[3][2][at])
+        elif depth == 2 and self._ls_pairs and len(cands) > self._ls_pairs:
             hit = pair_move_keys(row, cands, lambda m: _keys(self._project(m)))
         if depth == 2 and self._ls_repair:
             failed = self._failed_keys()
@@ -1186,8 +1199,14 @@ class GeneticSampler(BaseGASampler):
         keys (:func:`pair_move_keys`) when already made."""
         rows = self._row_of_key()
         bad = self._badness(order)
-        single = self._neighbours(row, 1)[0]
-        ranks = sorted(b for b in (bad[rows[k]] for k in _keys(self._project(single.copy())) if k in rows) if b < 1.0)
+        kept = self._neighbours(row, 1)
+        if self._rules or self._snap_cols:
+            single = _keys(self._project(kept[0].copy()))
+        else:  # the one-gene neighbourhood as made, whose keys _local_moves keeps
+            if kept[1] is None:
+                kept[1] = _keys(kept[0], self._integral(len(self._names)))
+            single = kept[1]
+        ranks = sorted(b for b in (bad[rows[k]] for k in single if k in rows) if b < 1.0)
         unique, first, second = hit or pair_move_keys(row, cands, lambda m: _keys(self._project(m)))
         b = np.array([bad[rows[key]] if key in rows else 1.0 for key in unique], dtype=float)
         rank = np.searchsorted(np.asarray(ranks, dtype=float), b, side="left") / max(1, len(ranks))
@@ -1207,15 +1226,19 @@ class GeneticSampler(BaseGASampler):
         return rows
 
     def _neighbours(self, row: np.ndarray, depth: int) -> list:
-        """``[rows, None]``: :func:`neighbours` of a genome, kept while that draws no random
-        numbers (the result is then the same every time: local search walks the same best trials
-        again and again); the caller must not change the rows, and may keep their keys in the
-        second place."""
+        """``[rows, keys, drawn_at, moves]``: :func:`neighbours` of a genome, kept while that
+        draws no random numbers (the result is then the same every time: local search walks the
+        same best trials again and again), else for ``_ls_keep_drawn`` finished trials from
+        ``drawn_at`` on (None: not drawn).  The caller must not change the rows, and may keep
+        their keys (:func:`_keys`) and their :func:`pair_move_keys` in the places left None."""
         key = (row.tobytes(), depth)
         kept = self._neighbourhoods.get(key)
+        if kept is not None and kept[2] is not None and not 0 <= self._n - kept[2] < self._ls_keep_drawn:
+            kept = None
         if kept is None:
-            kept = [neighbours(row, self._kind, self._nval, self._rng, depth), None]
-            if not draws_random(row, self._kind, self._nval):
+            drawn = draws_random(row, self._kind, self._nval)
+            kept = [neighbours(row, self._kind, self._nval, self._rng, depth), None, self._n if drawn else None, None]
+            if not drawn or self._ls_keep_drawn > 0:
                 if len(self._neighbourhoods) >= 64:
                     self._neighbourhoods.clear()
                 self._neighbourhoods[key] = kept
