@@ -88,16 +88,16 @@ _FIRST_TIES = True
 _LS_SHARE = 0.0
 _LS_STALL = 0.5
 _LS_GENS = 1
-_LS_RISK = 0.85
+_LS_RISK = 0.95
 _LS_DEPTH = 2  # 2: when a trial's one-gene neighbourhood is done, its two-gene one follows
 _LS_SURVIVORS = 1_000  # survivors whose neighbourhoods are walked (best first)
 # While a restart is running (stagnation): 1 local search as at other times, 0 none, 2 only
 # in the trials that breed from the study's elite (not the explorers or the restart's elite)
-_LS_RESTART = 0
+_LS_RESTART = 2
 # With _LS_RESTART: local search during a restart only while fewer than this share of the trials
 # numbered since the last improvement failed (1: no limit); a failure-prone optimum's
 # neighbourhood is then left to the restart.
-_LS_RESTART_FAIL = 1.0
+_LS_RESTART_FAIL = 0.3
 # With _LS_RESTART: the share of the trials that take local search while a restart runs (_LS_STALL
 # is the share once stalled outside a restart); a smaller one runs fewer of the costlier trials.
 _LS_RESTART_SHARE = 0.5
@@ -105,13 +105,13 @@ _LS_RESTART_SHARE = 0.5
 # trials before it is drawn again (0: drawn anew at every local-search trial).  Local search
 # walks the same best trial many times; drawing its two-gene neighbourhood every time costs more
 # than the rest of the trial's planning.
-_LS_KEEP_DRAWN = 0
+_LS_KEEP_DRAWN = 64
 _LS_KEEP = 32  # neighbours that the value statistics pass on to the nearest-neighbour pick
 # Local search, two-gene moves (0: off): the _LS_PAIRS pairs of the best one-gene moves are passed
 # to the pick, a pair scored by the ranks of its two one-gene moves among the trial's evaluated
 # one-gene neighbours (a failed or unseen move ranks _LS_PAIR_UNKNOWN); this order replaces the
 # value statistics (_LS_KEEP) there, after the repairs first (_LS_REPAIR).
-_LS_PAIRS = 0
+_LS_PAIRS = 4
 _LS_PAIR_UNKNOWN = 0.5
 # Generation 0: from this many finished trials on, the value statistics pick among random
 # candidates (0: every trial of generation 0 is random); _G0_FILL: prefer seldom-tried values.
@@ -251,17 +251,20 @@ class GeneticSampler(BaseGASampler):
     ``mutate_rate = 1 / number of genes with more than one value``.  The first resolved pool size is stored in the study so
     every worker uses the same one.
 
-    Local search: once a whole generation brought no improvement, every second trial (until a
-    restart begins) is an unseen neighbour of the best trial: first those one gene away, then
-    those two genes away (genes that only work when changed together; once half of the one-gene
-    neighbourhood is evaluated, half of the local-search trials, by trial number, take the
-    two-gene moves already, so a trap two genes from a better basin is left sooner): first the pairs that hold
+    Local search: once a whole generation brought no improvement, every second trial is an
+    unseen neighbour of the best trial: first those one gene away, then those two genes away
+    (genes that only work when changed together; once half of the one-gene neighbourhood is
+    evaluated, half of the local-search trials, by trial number, take the two-gene moves
+    already, so a trap two genes from a better basin is left sooner): first the pairs that hold
     a one-gene move that failed (the failing change with one that may repair it, see
-    ``_repair.py``), of those the 32 most typical of
-    the best trials by the value statistics compared by the nearest-neighbour pick; neighbours
-    likelier to fail than 0.85 (and than the best trial) are left out.  When the best trial's
-    neighbourhood is done, the next survivor's follows.  On small discrete spaces the random
-    children can miss a better neighbour of the best trial for hundreds of trials.
+    ``_repair.py``), of those the 4 whose two one-gene moves ranked best among the evaluated
+    one-gene neighbours (of one-gene moves, the 32 most typical of the best trials by the value
+    statistics), compared by the nearest-neighbour pick; neighbours likelier to fail
+    than 0.95 (and than the best trial) are left out.  When the best trial's neighbourhood is
+    done, the next survivor's follows.  During a restart the trials bred from the study's elite
+    go on with local search, unless 30 % of the trials since the last improvement failed (a
+    failure-prone optimum's neighbourhood is left to the restart).  On small discrete spaces the
+    random children can miss a better neighbour of the best trial for hundreds of trials.
 
     Stagnation: when no trial of three whole generations improved on the trials numbered before
     it, the next generation restarts (a quarter of it explores the region farthest from every
