@@ -103,8 +103,8 @@ _LS_RESTART_FAIL = 0.3
 _LS_RESTART_SHARE = 0.5
 # A neighbourhood that draws random values (a wide ordered gene) is kept for this many finished
 # trials before it is drawn again (0: drawn anew at every local-search trial).  Local search
-# walks the same best trial many times; drawing its two-gene neighbourhood every time costs more
-# than the rest of the trial's planning.
+# walks the same best trial many times; drawing its two-gene neighbourhood (hundreds of rows)
+# every time was the largest part of a local-search trial on such spaces.
 _LS_KEEP_DRAWN = 64
 _LS_KEEP = 32  # neighbours that the value statistics pass on to the nearest-neighbour pick
 # Local search, two-gene moves (0: off): the _LS_PAIRS pairs of the best one-gene moves are passed
@@ -261,7 +261,8 @@ class GeneticSampler(BaseGASampler):
     one-gene neighbours (of one-gene moves, the 32 most typical of the best trials by the value
     statistics), compared by the nearest-neighbour pick; neighbours likelier to fail
     than 0.95 (and than the best trial) are left out.  When the best trial's neighbourhood is
-    done, the next survivor's follows.  During a restart the trials bred from the study's elite
+    done, the next survivor's follows (a neighbourhood with random re-draws of a wide ordered
+    gene is kept for 64 finished trials).  During a restart the trials bred from the study's elite
     go on with local search, unless 30 % of the trials since the last improvement failed (a
     failure-prone optimum's neighbourhood is left to the restart).  On small discrete spaces the
     random children can miss a better neighbour of the best trial for hundreds of trials.
