@@ -134,9 +134,10 @@ def _trials(sampler: GeneticSampler, n: int) -> list[tuple]:
 
 
 def test_local_search_caches_give_the_trials_of_the_plain_paths() -> None:
-    """The kept neighbourhood keys, the kept keys of its one-gene moves and the failed keys
-    brought up to date row by row propose what the neighbourhood, its move keys and the failed
-    keys made afresh on every call propose."""
+    """The kept neighbourhood keys, the kept keys of its one-gene moves, its rows not finished
+    at the last call and the failed keys brought up to date row by row propose what the
+    neighbourhood, its move keys, its unseen rows and the failed keys made afresh on every call
+    propose."""
     cached = GeneticSampler(pool_size=12, seed=7)
     calls = {"failed": 0, "kept keys": 0}
     keep = cached._neighbours
@@ -150,7 +151,7 @@ def test_local_search_caches_give_the_trials_of_the_plain_paths() -> None:
     plain = GeneticSampler(pool_size=12, seed=7)
 
     def fresh(row: np.ndarray, depth: int) -> list:
-        return [neighbours(row, plain._kind, plain._nval, plain._rng, depth), None, None, None]
+        return [neighbours(row, plain._kind, plain._nval, plain._rng, depth), None, None, None, None]
 
     def failed_keys() -> set[bytes]:
         calls["failed"] += 1

@@ -1138,12 +1138,17 @@ class GeneticSampler(BaseGASampler):
         d = len(self._names)
         survivors = self._elite(order)[: self._ls_survivors]
         two_turn = self._ls_two > 0 and self._ls_depth >= 2 and (number * _GOLDEN) % 1.0 < 0.5
+        none_at_two = None  # a row whose kept two-gene neighbourhood just gave nothing
         for r, depth in itertools.product(survivors, range(1, self._ls_depth + 1)):
             row = self._x[r, :d]
+            if depth == 2 and none_at_two is not None and np.array_equal(row, none_at_two):
+                continue  # the same call again would give nothing again (kept: no new draws)
             cands, done = self._local_moves(row, depth, order, taken)
             if depth == 1 and two_turn and done >= self._ls_two:
                 two, _ = self._local_moves(row, 2, order, taken)
                 cands = two if len(two) else cands
+                kept = (row.tobytes(), 2) in self._neighbourhoods
+                none_at_two = row if not len(two) and kept else None
             if len(cands):
                 return cands
         return None
@@ -1165,7 +1170,7 @@ class GeneticSampler(BaseGASampler):
             if kept[1] is None:
                 kept[1] = _keys(cands, self._integral(d))
             keys = kept[1]
-        new = _unseen(keys, taken, set())
+        new = self._kept_unseen(kept, keys, taken) if as_made else _unseen(keys, taken, set())
         done = 1.0 - len(new) / len(cands) if len(cands) else 1.0
         if not new:
             return cands[:0], done
@@ -1193,6 +1198,26 @@ class GeneticSampler(BaseGASampler):
         if len(cands) > self._ls_keep:  # the nearest-neighbour pick compares the most typical ones
             cands = cands[np.argsort(self._value_counts(order).score(cands), kind="stable")[: self._ls_keep]]
         return cands, done
+
+    @staticmethod
+    def _kept_unseen(kept: list, keys: list[bytes], taken: _Taken) -> list[int]:
+        """``_unseen(keys, taken, set())`` of a kept neighbourhood (see :meth:`_neighbours`),
+        checking against the finished configurations only the rows not finished at the last
+        call: the sampler's set of finished keys only grows (a new study or new genes make a new
+        set, and the check starts over)."""
+        finished, running = taken.finished, taken.running
+        memo = kept[4]
+        rows = memo[1] if memo is not None and memo[0] is finished else range(len(keys))
+        free = [i for i in rows if keys[i] not in finished]
+        kept[4] = (finished, free)
+        seen: set[bytes] = set()
+        new = []
+        for i in free:
+            k = keys[i]
+            if k not in running and k not in seen:
+                seen.add(k)
+                new.append(i)
+        return new
 
     def _pair_scores(
         self, row: np.ndarray, cands: np.ndarray, order: np.ndarray, hit: tuple[list[bytes], np.ndarray, np.ndarray] | None = None
@@ -1230,18 +1255,19 @@ class GeneticSampler(BaseGASampler):
         return rows
 
     def _neighbours(self, row: np.ndarray, depth: int) -> list:
-        """``[rows, keys, drawn_at, moves]``: :func:`neighbours` of a genome, kept while that
-        draws no random numbers (the result is then the same every time: local search walks the
-        same best trials again and again), else for ``_ls_keep_drawn`` finished trials from
+        """``[rows, keys, drawn_at, moves, unseen]``: :func:`neighbours` of a genome, kept while
+        that draws no random numbers (the result is then the same every time: local search walks
+        the same best trials again and again), else for ``_ls_keep_drawn`` finished trials from
         ``drawn_at`` on (None: not drawn).  The caller must not change the rows, and may keep
-        their keys (:func:`_keys`) and their :func:`pair_move_keys` in the places left None."""
+        their keys (:func:`_keys`), their :func:`pair_move_keys` and what
+        :meth:`_kept_unseen` remembers in the places left None."""
         key = (row.tobytes(), depth)
         kept = self._neighbourhoods.get(key)
         if kept is not None and kept[2] is not None and not 0 <= self._n - kept[2] < self._ls_keep_drawn:
             kept = None
         if kept is None:
             drawn = draws_random(row, self._kind, self._nval)
-            kept = [neighbours(row, self._kind, self._nval, self._rng, depth), None, self._n if drawn else None, None]
+            kept = [neighbours(row, self._kind, self._nval, self._rng, depth), None, self._n if drawn else None, None, None]
             if not drawn or self._ls_keep_drawn > 0:
                 if len(self._neighbourhoods) >= 64:
                     self._neighbourhoods.clear()
