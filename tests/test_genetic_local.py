@@ -142,14 +142,17 @@ def test_two_gene_moves_pair_the_best_one_gene_moves_first() -> None:
     assert plan["a"] == 3 or plan["b"] == 0
 
 
-def _restart_local_calls(objective: object, seed: int, share: float = 0.5) -> tuple[list[bool], optuna.Study]:
+def _restart_local_calls(
+    objective: object, seed: int, share: float = 0.5, defaults: bool = False
+) -> tuple[list[bool], optuna.Study]:
     """Per local-search call of a 300-trial study with local search in restarts (from the study's
-    elite, below a failure share of 0.3): whether a restart was running (see
-    GeneticSampler.stagnation), as the sampler saw it then."""
+    elite, below a failure share of 0.3; ``defaults``: the sampler as made): whether a restart
+    was running (see GeneticSampler.stagnation), as the sampler saw it then."""
     sampler = GeneticSampler(pool_size=16, seed=seed)
-    sampler._ls_restart = 2
-    sampler._ls_restart_fail = 0.3
-    sampler._ls_restart_share = share
+    if not defaults:
+        sampler._ls_restart = 2
+        sampler._ls_restart_fail = 0.3
+        sampler._ls_restart_share = share
     in_restart: list[bool] = []
     local = sampler._local
 
@@ -271,3 +274,15 @@ def test_two_gene_moves_are_the_same_with_their_move_keys_kept() -> None:
         assert np.array_equal(kept, cands[np.argsort(score, kind="stable")[:20]])
         taken.running.update(_keys(kept[:1]))
     assert left_out > 0
+
+
+def test_the_default_sampler_goes_on_with_local_search_in_restarts() -> None:
+    """The defaults (decided on the replay benchmark, BENCHMARKS.md "Local search in restarts
+    adopted"): local search goes on while a restart runs, and the study reaches its optimum."""
+
+    def bowl(trial: optuna.Trial) -> float:
+        return float(sum(abs(trial.suggest_int(k, 0, 9) - 3) for k in "abcd"))
+
+    in_restart, study = _restart_local_calls(bowl, 0, defaults=True)
+    assert study.best_value == 0
+    assert sum(in_restart) >= 20
