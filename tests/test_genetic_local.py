@@ -225,15 +225,15 @@ def test_a_drawn_neighbourhood_is_kept_for_ls_keep_drawn_finished_trials() -> No
     row = sampler._x[0, : len(sampler._names)].copy()
     first, second = sampler._neighbours(row, 2), sampler._neighbours(row, 2)
     assert first is not second
-    assert not np.array_equal(first[0], second[0])
+    assert not np.array_equal(first.rows, second.rows)
 
     sampler, study = _wide_study(8)
     row = sampler._x[0, : len(sampler._names)].copy()
     first = sampler._neighbours(row, 2)
-    assert sampler._neighbours(row, 2) is first and first[2] == sampler._n
+    assert sampler._neighbours(row, 2) is first and first.drawn_at == sampler._n
     study.optimize(lambda t: float(t.suggest_int("w", 0, 63) + sum(t.suggest_int(k, 0, 3) for k in "abc")), n_trials=7)
     sampler._sync(study)
-    assert sampler._n - first[2] == 7 and sampler._neighbours(row, 2) is first
+    assert sampler._n - first.drawn_at == 7 and sampler._neighbours(row, 2) is first
     study.optimize(lambda t: float(t.suggest_int("w", 0, 63) + sum(t.suggest_int(k, 0, 3) for k in "abc")), n_trials=1)
     sampler._sync(study)
     assert sampler._neighbours(row, 2) is not first
@@ -262,7 +262,7 @@ def test_two_gene_moves_are_the_same_with_their_move_keys_kept() -> None:
     left_out = 0
     for _ in range(4):
         kept, _ = sampler._local_moves(row, 2, order, taken)
-        assert sampler._neighbours(row, 2)[3] is not None
+        assert sampler._neighbours(row, 2).moves is not None
         cands = neighbours(row, sampler._kind, sampler._nval, np.random.RandomState(0), 2)
         cands = cands[[k not in taken for k in _keys(cands)]]
         safe = sampler._fail_risk(cands) <= float(sampler._fail_risk(row[None, :])[0])

@@ -12,7 +12,7 @@ import optuna
 
 from ciq_optuna.samplers import GeneticSampler
 from ciq_optuna.samplers._genes import neighbours
-from ciq_optuna.samplers._genetic import _keys
+from ciq_optuna.samplers._genetic import _keys, _Neighbourhood
 from ciq_optuna.samplers._mutation import mutate
 from ciq_optuna.samplers._surrogate import ValueCounts
 
@@ -142,16 +142,16 @@ def test_local_search_caches_give_the_trials_of_the_plain_paths() -> None:
     calls = {"failed": 0, "kept keys": 0}
     keep = cached._neighbours
 
-    def counted(row: np.ndarray, depth: int) -> list:
+    def counted(row: np.ndarray, depth: int) -> _Neighbourhood:
         kept = keep(row, depth)
-        calls["kept keys"] += kept[1] is not None
+        calls["kept keys"] += kept.keys is not None
         return kept
 
     cached._neighbours = counted  # type: ignore[method-assign]
     plain = GeneticSampler(pool_size=12, seed=7)
 
-    def fresh(row: np.ndarray, depth: int) -> list:
-        return [neighbours(row, plain._kind, plain._nval, plain._rng, depth), None, None, None, None]
+    def fresh(row: np.ndarray, depth: int) -> _Neighbourhood:
+        return _Neighbourhood(neighbours(row, plain._kind, plain._nval, plain._rng, depth), None)
 
     def failed_keys() -> set[bytes]:
         calls["failed"] += 1

@@ -462,7 +462,7 @@ class GeneticSampler(BaseGASampler):
         self._fail_counts: ValueCounts | None = None
         self._counted: tuple[int, list[int]] = (-1, [])
         self._integral_d: tuple[int, bool] = (-1, False)
-        self._neighbourhoods: dict[tuple, list] = {}
+        self._neighbourhoods: dict[tuple, _Neighbourhood] = {}
         self._pairs: tuple[int, np.ndarray, np.ndarray | None] = (-1, np.empty(0, dtype=np.int64), None)
         self._row_distances = RowDistances(4 * self._window)
         self._failed_cache: tuple[int, int, set[bytes]] = (0, -1, set())  # rows, genes, keys
@@ -1138,17 +1138,17 @@ class GeneticSampler(BaseGASampler):
         d = len(self._names)
         survivors = self._elite(order)[: self._ls_survivors]
         two_turn = self._ls_two > 0 and self._ls_depth >= 2 and (number * _GOLDEN) % 1.0 < 0.5
-        none_at_two = None  # a row whose kept two-gene neighbourhood just gave nothing
+        two_empty = False  # this survivor's kept two-gene neighbourhood just gave nothing
         for r, depth in itertools.product(survivors, range(1, self._ls_depth + 1)):
-            row = self._x[r, :d]
-            if depth == 2 and none_at_two is not None and np.array_equal(row, none_at_two):
+            if depth == 2 and two_empty:
                 continue  # the same call again would give nothing again (kept: no new draws)
+            row = self._x[r, :d]
             cands, done = self._local_moves(row, depth, order, taken)
+            two_empty = False
             if depth == 1 and two_turn and done >= self._ls_two:
                 two, _ = self._local_moves(row, 2, order, taken)
                 cands = two if len(two) else cands
-                kept = (row.tobytes(), 2) in self._neighbourhoods
-                none_at_two = row if not len(two) and kept else None
+                two_empty = not len(two) and (row.tobytes(), 2) in self._neighbourhoods
             if len(cands):
                 return cands
         return None
@@ -1157,8 +1157,8 @@ class GeneticSampler(BaseGASampler):
         """The unseen ``depth``-gene neighbours of ``row`` that local search may take (see
         :meth:`_local`), and the share of its neighbourhood already in the study."""
         d = len(self._names)
-        kept = self._neighbours(row, depth)  # see _neighbours; the rows are not to be changed
-        cands = kept[0]
+        kept = self._neighbours(row, depth)
+        cands = kept.rows
         as_made = not (self._snap_cols or self._rules)
         if not as_made:  # both change rows in place
             cands = cands.copy()
@@ -1167,9 +1167,7 @@ class GeneticSampler(BaseGASampler):
             cands = self._project(cands)
             keys = _keys(cands, self._integral(d))
         else:  # the neighbourhood as made: its keys are made once too
-            if kept[1] is None:
-                kept[1] = _keys(cands, self._integral(d))
-            keys = kept[1]
+            keys = self._kept_keys(kept)
         new = self._kept_unseen(kept, keys, taken) if as_made else _unseen(keys, taken, set())
         done = 1.0 - len(new) / len(cands) if len(cands) else 1.0
         if not new:
@@ -1179,10 +1177,10 @@ class GeneticSampler(BaseGASampler):
         cands = cands[safe]
         hit = None  # the keys of each pair's two one-gene moves, made once for both uses
         if depth == 2 and as_made and (self._ls_pairs or self._ls_repair):
-            if kept[3] is None:  # a move's key does not depend on which pairs are still unseen
-                kept[3] = pair_move_keys(row, kept[0], lambda m: _keys(self._project(m)))
+            if kept.moves is None:  # a move's key does not depend on which pairs are still unseen
+                kept.moves = pair_move_keys(row, kept.rows, lambda m: _keys(self._project(m)))
             at = np.asarray(new)[safe]
-            hit = (kept[3][0], kept[3][1][at], kept[3][2][at])
+            hit = (kept.moves[0], kept.moves[1][at], kept.moves[2][at])
         elif depth == 2 and self._ls_pairs and len(cands) > self._ls_pairs:
             hit = pair_move_keys(row, cands, lambda m: _keys(self._project(m)))
         if depth == 2 and self._ls_repair:
@@ -1199,25 +1197,23 @@ class GeneticSampler(BaseGASampler):
             cands = cands[np.argsort(self._value_counts(order).score(cands), kind="stable")[: self._ls_keep]]
         return cands, done
 
+    def _kept_keys(self, kept: _Neighbourhood) -> list[bytes]:
+        """The keys of a kept neighbourhood's rows as made, made once."""
+        if kept.keys is None:
+            kept.keys = _keys(kept.rows, self._integral(len(self._names)))
+        return kept.keys
+
     @staticmethod
-    def _kept_unseen(kept: list, keys: list[bytes], taken: _Taken) -> list[int]:
-        """``_unseen(keys, taken, set())`` of a kept neighbourhood (see :meth:`_neighbours`),
-        checking against the finished configurations only the rows not finished at the last
-        call: the sampler's set of finished keys only grows (a new study or new genes make a new
-        set, and the check starts over)."""
+    def _kept_unseen(kept: _Neighbourhood, keys: list[bytes], taken: _Taken) -> list[int]:
+        """``_unseen(keys, taken, set())`` of a kept neighbourhood, checking against the finished
+        configurations only the rows not finished at the last call: the sampler's set of finished
+        keys only grows (a new study or new genes make a new set, and the check starts over)."""
         finished, running = taken.finished, taken.running
-        memo = kept[4]
+        memo = kept.unseen
         rows = memo[1] if memo is not None and memo[0] is finished else range(len(keys))
         free = [i for i in rows if keys[i] not in finished]
-        kept[4] = (finished, free)
-        seen: set[bytes] = set()
-        new = []
-        for i in free:
-            k = keys[i]
-            if k not in running and k not in seen:
-                seen.add(k)
-                new.append(i)
-        return new
+        kept.unseen = (finished, free)
+        return _first_new(keys, [i for i in free if keys[i] not in running], set())
 
     def _pair_scores(
         self, row: np.ndarray, cands: np.ndarray, order: np.ndarray, hit: tuple[list[bytes], np.ndarray, np.ndarray] | None = None
@@ -1230,11 +1226,9 @@ class GeneticSampler(BaseGASampler):
         bad = self._badness(order)
         kept = self._neighbours(row, 1)
         if self._rules or self._snap_cols:
-            single = _keys(self._project(kept[0].copy()))
+            single = _keys(self._project(kept.rows.copy()))
         else:  # the one-gene neighbourhood as made, whose keys _local_moves keeps
-            if kept[1] is None:
-                kept[1] = _keys(kept[0], self._integral(len(self._names)))
-            single = kept[1]
+            single = self._kept_keys(kept)
         ranks = sorted(b for b in (bad[rows[k]] for k in single if k in rows) if b < 1.0)
         unique, first, second = hit or pair_move_keys(row, cands, lambda m: _keys(self._project(m)))
         b = np.array([bad[rows[key]] if key in rows else 1.0 for key in unique], dtype=float)
@@ -1254,20 +1248,17 @@ class GeneticSampler(BaseGASampler):
         self._key_rows = (self._n, d, rows)
         return rows
 
-    def _neighbours(self, row: np.ndarray, depth: int) -> list:
-        """``[rows, keys, drawn_at, moves, unseen]``: :func:`neighbours` of a genome, kept while
-        that draws no random numbers (the result is then the same every time: local search walks
-        the same best trials again and again), else for ``_ls_keep_drawn`` finished trials from
-        ``drawn_at`` on (None: not drawn).  The caller must not change the rows, and may keep
-        their keys (:func:`_keys`), their :func:`pair_move_keys` and what
-        :meth:`_kept_unseen` remembers in the places left None."""
+    def _neighbours(self, row: np.ndarray, depth: int) -> _Neighbourhood:
+        """:func:`neighbours` of a genome, kept while that draws no random numbers (the result is
+        then the same every time: local search walks the same best trials again and again), else
+        for ``_ls_keep_drawn`` finished trials."""
         key = (row.tobytes(), depth)
         kept = self._neighbourhoods.get(key)
-        if kept is not None and kept[2] is not None and not 0 <= self._n - kept[2] < self._ls_keep_drawn:
+        if kept is not None and kept.drawn_at is not None and not 0 <= self._n - kept.drawn_at < self._ls_keep_drawn:
             kept = None
         if kept is None:
             drawn = draws_random(row, self._kind, self._nval)
-            kept = [neighbours(row, self._kind, self._nval, self._rng, depth), None, self._n if drawn else None, None, None]
+            kept = _Neighbourhood(neighbours(row, self._kind, self._nval, self._rng, depth), self._n if drawn else None)
             if not drawn or self._ls_keep_drawn > 0:
                 if len(self._neighbourhoods) >= 64:
                     self._neighbourhoods.clear()
@@ -1606,6 +1597,22 @@ class GeneticSampler(BaseGASampler):
         return rates[ci + first].max(axis=1)  # rates are >= 0: the floor at 0 changes nothing
 
 
+class _Neighbourhood:
+    """A genome's neighbourhood as local search keeps it (see ``GeneticSampler._neighbours``):
+    the rows, which are not to be changed, and what is worked out from them once: their keys,
+    their one-gene moves (:func:`pair_move_keys`) and the rows not finished at the last look
+    (``GeneticSampler._kept_unseen``); ``drawn_at``: the number of finished trials when random
+    re-draws were drawn (None: none were)."""
+
+    __slots__ = ("rows", "keys", "drawn_at", "moves", "unseen")
+
+    def __init__(self, rows: np.ndarray, drawn_at: int | None) -> None:
+        self.rows, self.drawn_at = rows, drawn_at
+        self.keys: list[bytes] | None = None
+        self.moves: tuple[list[bytes], np.ndarray, np.ndarray] | None = None
+        self.unseen: tuple[set[bytes], list[int]] | None = None
+
+
 class _Taken:
     """Keys of configurations already in the study: finished ones and running/waiting ones."""
 
@@ -1721,6 +1728,12 @@ def _unseen(keys: list[bytes], taken: _Taken, seen: set[bytes], as_run: list[byt
     free = [i for i, k in enumerate(keys) if k not in finished and k not in running]
     if as_run is not None:
         free = [i for i in free if as_run[i] not in finished and as_run[i] not in running]
+    return _first_new(keys, free, seen)
+
+
+def _first_new(keys: list[bytes], free: list[int], seen: set[bytes]) -> list[int]:
+    """The indices ``free`` whose key is not in ``seen`` and not met before among them (``seen``
+    gets their keys)."""
     new = []
     for i in free:
         k = keys[i]
