@@ -1152,12 +1152,14 @@ class GeneticSampler(BaseGASampler):
             if depth == 2 and two_empty:
                 continue  # the same call again would give nothing again (kept: no new draws)
             row = self._x[r, :d]
-            cands, done = self._local_moves(row, depth, order, taken)
+            unseen = self._unseen_moves(row, depth, taken)
             two_empty = False
-            if depth == 1 and two_turn and done >= self._ls_two:
-                two, _ = self._local_moves(row, 2, order, taken)
-                cands = two if len(two) else cands
-                two_empty = not len(two) and (row.tobytes(), 2) in self._neighbourhoods
+            if depth == 1 and two_turn and unseen[3] >= self._ls_two:  # its two-gene moves first
+                two = self._taken_moves(row, 2, *self._unseen_moves(row, 2, taken)[:3], order, taken)
+                if len(two):
+                    return two
+                two_empty = (row.tobytes(), 2) in self._neighbourhoods
+            cands = self._taken_moves(row, depth, *unseen[:3], order, taken)
             if len(cands):
                 return cands
         return None
@@ -1165,6 +1167,16 @@ class GeneticSampler(BaseGASampler):
     def _local_moves(self, row: np.ndarray, depth: int, order: np.ndarray, taken: _Taken) -> tuple[np.ndarray, float]:
         """The unseen ``depth``-gene neighbours of ``row`` that local search may take (see
         :meth:`_local`), and the share of its neighbourhood already in the study."""
+        kept, cands, new, done = self._unseen_moves(row, depth, taken)
+        return self._taken_moves(row, depth, kept, cands, new, order, taken), done
+
+    def _unseen_moves(
+        self, row: np.ndarray, depth: int, taken: _Taken
+    ) -> tuple[_Neighbourhood, np.ndarray, list[int], float]:
+        """The first part of :meth:`_local_moves`, which draws the neighbourhood: the kept
+        neighbourhood, its rows as the objective would run them, the indices of those not in the
+        study (each configuration once) and the share of it already in the study.
+        :meth:`_taken_moves` filters them (no random draws there, so it may come later)."""
         d = len(self._names)
         kept = self._neighbours(row, depth)
         cands = kept.rows
@@ -1178,9 +1190,17 @@ class GeneticSampler(BaseGASampler):
         else:  # the neighbourhood as made: its keys are made once too
             keys = self._kept_keys(kept)
         new = self._kept_unseen(kept, keys, taken) if as_made else _unseen(keys, taken, set())
-        done = 1.0 - len(new) / len(cands) if len(cands) else 1.0
+        return kept, cands, new, 1.0 - len(new) / len(cands) if len(cands) else 1.0
+
+    def _taken_moves(
+        self, row: np.ndarray, depth: int, kept: _Neighbourhood, cands: np.ndarray, new: list[int],
+        order: np.ndarray, taken: _Taken,
+    ) -> np.ndarray:
+        """The second part of :meth:`_local_moves`: of the unseen rows ``cands[new]`` of the
+        neighbourhood ``kept``, those that local search may take."""
+        as_made = not (self._snap_cols or self._rules)
         if not new:
-            return cands[:0], done
+            return cands[:0]
         cands = cands[new]
         risk = self._fail_risk(np.concatenate([cands, row[None, :]]))  # row by row: one call for both
         safe = risk[:-1] <= max(self._ls_risk, float(risk[-1]))
@@ -1202,10 +1222,10 @@ class GeneticSampler(BaseGASampler):
                 hit = None if hit is None else (hit[0], hit[1][fix], hit[2][fix])
         if depth == 2 and self._ls_pairs and len(cands) > self._ls_pairs:
             score = self._pair_scores(row, cands, order, hit)
-            return cands[np.argsort(score, kind="stable")[: self._ls_pairs]], done
+            return cands[np.argsort(score, kind="stable")[: self._ls_pairs]]
         if len(cands) > self._ls_keep:  # the nearest-neighbour pick compares the most typical ones
             cands = cands[np.argsort(self._value_counts(order).score(cands), kind="stable")[: self._ls_keep]]
-        return cands, done
+        return cands
 
     def _kept_keys(self, kept: _Neighbourhood) -> list[bytes]:
         """The keys of a kept neighbourhood's rows as made, made once."""
