@@ -438,7 +438,6 @@ class GeneticSampler(BaseGASampler):
         self._n = 0
         self._improve_cache: tuple[int, int] = (-1, -1)
         self._improve_state: tuple[int, int, float, int] | None = None  # rows, last, best, top number
-        self._since_counts: tuple[int, int, int, int] = (0, -2, 0, 0)  # rows, last improvement, trials, failed
         self._sorted: tuple[int, np.ndarray, list[float]] = (0, np.empty(0, dtype=np.int64), [])  # rows, order, values
         self._badness_cache: tuple[np.ndarray | None, np.ndarray] = (None, np.empty(0))
         self._binaries = BinaryModel()
@@ -1103,20 +1102,12 @@ class GeneticSampler(BaseGASampler):
         return self._decode(fresh[i]), predicted[i]
 
     def _failing_since_improvement(self) -> float:
-        """Share of the trials numbered after the last improvement that failed (0 when none),
-        counted on over the rows added since the last call while the last improvement holds."""
+        """Share of the trials numbered after the last improvement that failed (0 when none)."""
         if self._ls_restart_fail >= 1.0:
             return 0.0
-        last = self._last_improvement()
-        rows, at, count, failed = self._since_counts
-        if at != last or rows > self._n:  # a new improvement: count again (rows come in any number order)
-            rows, count, failed = 0, 0, 0
-        if rows < self._n:  # the rows added since the last call
-            since = self._num[rows : self._n] > last
-            count += int(since.sum())
-            failed += int(np.isnan(self._v[rows : self._n, 0][since]).sum())
-        self._since_counts = (self._n, last, count, failed)
-        return failed / count if count else 0.0
+        since = self._num[: self._n] > self._last_improvement()
+        count = int(since.sum())
+        return float(np.isnan(self._v[: self._n, 0][since]).sum()) / count if count else 0.0
 
     def _local_turn(self, number: int, stalled: int, restart: bool = False) -> bool:
         """Whether trial ``number`` is a local-search trial: a share ``_ls_share`` of the trials,
@@ -1152,14 +1143,12 @@ class GeneticSampler(BaseGASampler):
             if depth == 2 and two_empty:
                 continue  # the same call again would give nothing again (kept: no new draws)
             row = self._x[r, :d]
-            unseen = self._unseen_moves(row, depth, taken)
+            cands, done = self._local_moves(row, depth, order, taken)
             two_empty = False
-            if depth == 1 and two_turn and unseen[3] >= self._ls_two:  # its two-gene moves first
-                two = self._taken_moves(row, 2, *self._unseen_moves(row, 2, taken)[:3], order, taken)
-                if len(two):
-                    return two
-                two_empty = (row.tobytes(), 2) in self._neighbourhoods
-            cands = self._taken_moves(row, depth, *unseen[:3], order, taken)
+            if depth == 1 and two_turn and done >= self._ls_two:
+                two, _ = self._local_moves(row, 2, order, taken)
+                cands = two if len(two) else cands
+                two_empty = not len(two) and (row.tobytes(), 2) in self._neighbourhoods
             if len(cands):
                 return cands
         return None
@@ -1167,16 +1156,6 @@ class GeneticSampler(BaseGASampler):
     def _local_moves(self, row: np.ndarray, depth: int, order: np.ndarray, taken: _Taken) -> tuple[np.ndarray, float]:
         """The unseen ``depth``-gene neighbours of ``row`` that local search may take (see
         :meth:`_local`), and the share of its neighbourhood already in the study."""
-        kept, cands, new, done = self._unseen_moves(row, depth, taken)
-        return self._taken_moves(row, depth, kept, cands, new, order, taken), done
-
-    def _unseen_moves(
-        self, row: np.ndarray, depth: int, taken: _Taken
-    ) -> tuple[_Neighbourhood, np.ndarray, list[int], float]:
-        """The first part of :meth:`_local_moves`, which draws the neighbourhood: the kept
-        neighbourhood, its rows as the objective would run them, the indices of those not in the
-        study (each configuration once) and the share of it already in the study.
-        :meth:`_taken_moves` filters them (no random draws there, so it may come later)."""
         d = len(self._names)
         kept = self._neighbours(row, depth)
         cands = kept.rows
@@ -1190,20 +1169,11 @@ class GeneticSampler(BaseGASampler):
         else:  # the neighbourhood as made: its keys are made once too
             keys = self._kept_keys(kept)
         new = self._kept_unseen(kept, keys, taken) if as_made else _unseen(keys, taken, set())
-        return kept, cands, new, 1.0 - len(new) / len(cands) if len(cands) else 1.0
-
-    def _taken_moves(
-        self, row: np.ndarray, depth: int, kept: _Neighbourhood, cands: np.ndarray, new: list[int],
-        order: np.ndarray, taken: _Taken,
-    ) -> np.ndarray:
-        """The second part of :meth:`_local_moves`: of the unseen rows ``cands[new]`` of the
-        neighbourhood ``kept``, those that local search may take."""
-        as_made = not (self._snap_cols or self._rules)
+        done = 1.0 - len(new) / len(cands) if len(cands) else 1.0
         if not new:
-            return cands[:0]
+            return cands[:0], done
         cands = cands[new]
-        risk = self._fail_risk(np.concatenate([cands, row[None, :]]))  # row by row: one call for both
-        safe = risk[:-1] <= max(self._ls_risk, float(risk[-1]))
+        safe = self._fail_risk(cands) <= max(self._ls_risk, float(self._fail_risk(row[None, :])[0]))
         cands = cands[safe]
         hit = None  # the keys of each pair's two one-gene moves, made once for both uses
         if depth == 2 and as_made and (self._ls_pairs or self._ls_repair):
@@ -1222,16 +1192,15 @@ class GeneticSampler(BaseGASampler):
                 hit = None if hit is None else (hit[0], hit[1][fix], hit[2][fix])
         if depth == 2 and self._ls_pairs and len(cands) > self._ls_pairs:
             score = self._pair_scores(row, cands, order, hit)
-            return cands[np.argsort(score, kind="stable")[: self._ls_pairs]]
+            return cands[np.argsort(score, kind="stable")[: self._ls_pairs]], done
         if len(cands) > self._ls_keep:  # the nearest-neighbour pick compares the most typical ones
             cands = cands[np.argsort(self._value_counts(order).score(cands), kind="stable")[: self._ls_keep]]
-        return cands
+        return cands, done
 
     def _kept_keys(self, kept: _Neighbourhood) -> list[bytes]:
         """The keys of a kept neighbourhood's rows as made, made once."""
         if kept.keys is None:
             kept.keys = _keys(kept.rows, self._integral(len(self._names)))
-            kept.distinct = len(set(kept.keys)) == len(kept.keys)
         return kept.keys
 
     @staticmethod
@@ -1244,8 +1213,7 @@ class GeneticSampler(BaseGASampler):
         rows = memo[1] if memo is not None and memo[0] is finished else range(len(keys))
         free = [i for i in rows if keys[i] not in finished]
         kept.unseen = (finished, free)
-        free = [i for i in free if keys[i] not in running]
-        return free if kept.distinct else _first_new(keys, free, set())
+        return _first_new(keys, [i for i in free if keys[i] not in running], set())
 
     def _pair_scores(
         self, row: np.ndarray, cands: np.ndarray, order: np.ndarray, hit: tuple[list[bytes], np.ndarray, np.ndarray] | None = None
@@ -1261,13 +1229,10 @@ class GeneticSampler(BaseGASampler):
             single = _keys(self._project(kept.rows.copy()))
         else:  # the one-gene neighbourhood as made, whose keys _local_moves keeps
             single = self._kept_keys(kept)
-        get = rows.get
-        ranks = bad.take([r for r in map(get, single) if r is not None])
-        ranks = np.sort(ranks[ranks < 1.0])
+        ranks = sorted(b for b in (bad[rows[k]] for k in single if k in rows) if b < 1.0)
         unique, first, second = hit or pair_move_keys(row, cands, lambda m: _keys(self._project(m)))
-        at = np.fromiter((get(key, -1) for key in unique), dtype=np.intp, count=len(unique))
-        b = np.where(at >= 0, bad.take(at), 1.0)  # -1 (not in the study) takes a row, left out here
-        rank = np.searchsorted(ranks, b, side="left") / max(1, len(ranks))
+        b = np.array([bad[rows[key]] if key in rows else 1.0 for key in unique], dtype=float)
+        rank = np.searchsorted(np.asarray(ranks, dtype=float), b, side="left") / max(1, len(ranks))
         move = np.where(b < 1.0, rank, self._ls_pair_unknown)
         score = move[first] + move[second]
         return score
@@ -1308,8 +1273,7 @@ class GeneticSampler(BaseGASampler):
             upto, d, failed = 0, len(self._names), set()
         if upto < self._n:
             rows = upto + np.where(np.isnan(self._v[upto : self._n, 0]))[0]
-            if len(rows):
-                failed.update(_keys(self._x[rows, :d]))
+            failed.update(_keys(self._x[rows, :d]))
         self._failed_cache = (self._n, d, failed)
         return failed
 
@@ -1640,12 +1604,11 @@ class _Neighbourhood:
     (``GeneticSampler._kept_unseen``); ``drawn_at``: the number of finished trials when random
     re-draws were drawn (None: none were)."""
 
-    __slots__ = ("rows", "keys", "distinct", "drawn_at", "moves", "unseen")
+    __slots__ = ("rows", "keys", "drawn_at", "moves", "unseen")
 
     def __init__(self, rows: np.ndarray, drawn_at: int | None) -> None:
         self.rows, self.drawn_at = rows, drawn_at
         self.keys: list[bytes] | None = None
-        self.distinct = False  # with ``keys``: no two rows share a key
         self.moves: tuple[list[bytes], np.ndarray, np.ndarray] | None = None
         self.unseen: tuple[set[bytes], list[int]] | None = None
 
