@@ -18,6 +18,7 @@ Usage (see BENCHMARKS.md for the exact commands and results)::
 from __future__ import annotations
 
 import argparse
+import gc
 import gzip
 import json
 import math
@@ -671,6 +672,18 @@ def _window_table(groups: dict[tuple, list[dict]], ref_name: str = "nsga2") -> l
     return lines
 
 
+def _collected(collect: bool) -> bool:
+    """With ``collect``, a full garbage collection now, outside the timed steps; True.
+
+    The studies of a round share one heap, and a full (oldest-generation) collection walks all of
+    it, charged to whichever study's trial triggers it, the largest noise in the per-round ratios
+    (BENCHMARKS.md, "The timing's noise").  The younger generations, which a study's own
+    allocations fill, are still collected (and timed) during its turn."""
+    if collect:
+        gc.collect()
+    return True
+
+
 def cmd_timing(args: argparse.Namespace) -> None:
     """Sampler time per trial (ask + suggest + tell, in-memory storage) on one dataset."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -686,11 +699,12 @@ def cmd_timing(args: argparse.Namespace) -> None:
                 active = list(runs.values())
                 for start in range(0, n, args.interleave):
                     block = min(args.interleave, n - start)
-                    active = [run for run in active if run.steps(block)]
+                    active = [run for run in active if _collected(args.collect) and run.steps(block)]
             else:
                 runs = {}
                 for name in names:
                     runs[name] = _Run(space, build_sampler(name, rep))
+                    _collected(args.collect)
                     runs[name].steps(n)
             for name, run in runs.items():
                 rec = {
@@ -704,6 +718,7 @@ def cmd_timing(args: argparse.Namespace) -> None:
                     "cpu_ms_per_trial_last100": 1000 * float(np.mean(run.cpu[-100:])),
                     "cpu_ms_windows": _windows(run.cpu, edges),
                     **({"interleaved": args.interleave} if args.interleave else {}),
+                    **({"collected": True} if args.collect else {}),
                 }
                 print(json.dumps(rec), flush=True)
                 with out.open("a") as fh:
@@ -738,6 +753,9 @@ def main(argv: list[str] | None = None) -> None:
                    help="first trials of the study-size windows whose CPU per trial is recorded apart")
     t.add_argument("--interleave", type=int, default=0, metavar="K",
                    help="the samplers' studies of a round take turns, K trials at a time (0: one study after the other)")
+    t.add_argument("--collect", action="store_true",
+                   help="a full garbage collection (not timed) before each turn: the shared heap's "
+                   "oldest-generation collections are not charged to whichever study triggers them")
     args = ap.parse_args(argv)
     if args.cmd == "run" and args.jobs > 2:
         sys.exit("error: at most 2 parallel jobs on this shared machine")
