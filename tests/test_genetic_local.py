@@ -122,10 +122,10 @@ def _pair_study(sampler: GeneticSampler) -> optuna.Study:
 
 def test_two_gene_moves_pair_the_best_one_gene_moves_first() -> None:
     """``_ls_pairs``: the pair of the two best one-gene moves comes first (not what the value
-    statistics like), and by default (1, BENCHMARKS.md "Time per trial at 1,000 trials measured
-    with less noise") it alone is passed on; a worker that sees it running takes the next pair,
-    which still holds one of the two best moves."""
+    statistics like); a worker that sees it running takes the next pair, which still holds one
+    of the two best moves."""
     sampler = GeneticSampler(pool_size=4, survivors=1, seed=0)
+    sampler._ls_pairs = 1
     study = _pair_study(sampler)
     sampler._sync(study)
     sampler._resolve_defaults(study)

@@ -110,10 +110,8 @@ _LS_KEEP = 32  # neighbours that the value statistics pass on to the nearest-nei
 # Local search, two-gene moves (0: off): the _LS_PAIRS pairs of the best one-gene moves are passed
 # to the pick, a pair scored by the ranks of its two one-gene moves among the trial's evaluated
 # one-gene neighbours (a failed or unseen move ranks _LS_PAIR_UNKNOWN); this order replaces the
-# value statistics (_LS_KEEP) there, after the repairs first (_LS_REPAIR).  1: the best-scored pair
-# is run without the nearest-neighbour pick (as good on fresh seeds, 4 % less time per trial late in
-# a 1,000-trial study; BENCHMARKS.md, "Time per trial at 1,000 trials measured with less noise").
-_LS_PAIRS = 1
+# value statistics (_LS_KEEP) there, after the repairs first (_LS_REPAIR).
+_LS_PAIRS = 4
 _LS_PAIR_UNKNOWN = 0.5
 # Generation 0: from this many finished trials on, the value statistics pick among random
 # candidates (0: every trial of generation 0 is random); _G0_FILL: prefer seldom-tried values.
