@@ -322,30 +322,46 @@ def test_tune_skips_compiles_records_them_and_reports_the_work_saved(tmp_path: P
     assert not result.best[0].user_attrs.get("skipped_compile")
 
 
+def _switched_objective(trial: optuna.Trial) -> float:
+    """Controls whose value is suggested only when their switch is on (``x.passed``, then ``x``),
+    and one (``o``) asked only where x or y is passed."""
+    a = trial.suggest_int("a", 0, 3)
+    xs = []
+    for name in ("x", "y", "z"):
+        on = trial.suggest_categorical(f"{name}.passed", [False, True])
+        xs.append(trial.suggest_int(name, 0, 5) if on else -1)
+    c = trial.suggest_categorical("c", ["p", "q"])
+    # asked only where x or y is passed: no single gene decides it (the sampler's own rules
+    # do not learn it; the binary model's conditions do)
+    o = trial.suggest_categorical("o", [False, True]) if xs[0] >= 0 or xs[1] >= 0 else False
+    trial.set_user_attr("binary_hash", f"{a}-{xs}-{o}")
+    return (a - 2) ** 2 + abs(xs[0] - 4) + (xs[1] != -1) + 0.5 * (c == "q") + 0.1 * o
+
+
+def test_local_search_leaves_out_a_move_that_runs_as_a_finished_configuration() -> None:
+    """A local move that sets a control the objective will not ask for there (``o`` where neither
+    x nor y is passed: a condition the binary model learns, not the sampler's own rules) runs as
+    the configuration it came from: local search leaves such moves out, as the children's check
+    does (before: with the best-scored two-gene move taken, ``_ls_pairs = 1``, one configuration
+    ran four times in 60 trials)."""
+    sampler = GeneticSampler(seed=0, pool_size=8)
+    sampler._ls_pairs = 1
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(_switched_objective, n_trials=60)
+    assert len({tuple(sorted(t.params.items())) for t in study.trials}) == len(study.trials) == 60
+
+
 def test_a_gene_switched_on_by_a_move_is_planned_so_no_configuration_runs_twice() -> None:
     """Controls whose value is suggested only when their switch is on (``x.passed``, then ``x``):
     a child of a parent with the switch off that turns it on gets the value in its plan, not from
     the random sampler when the objective asks, so the plan is the configuration that runs and a
     finished one is not proposed again (before: up to 35 of 60 trials repeated one)."""
 
-    def objective(trial: optuna.Trial) -> float:
-        a = trial.suggest_int("a", 0, 3)
-        xs = []
-        for name in ("x", "y", "z"):
-            on = trial.suggest_categorical(f"{name}.passed", [False, True])
-            xs.append(trial.suggest_int(name, 0, 5) if on else -1)
-        c = trial.suggest_categorical("c", ["p", "q"])
-        # asked only where x or y is passed: no single gene decides it (the sampler's own rules
-        # do not learn it; the binary model's conditions do)
-        o = trial.suggest_categorical("o", [False, True]) if xs[0] >= 0 or xs[1] >= 0 else False
-        trial.set_user_attr("binary_hash", f"{a}-{xs}-{o}")
-        return (a - 2) ** 2 + abs(xs[0] - 4) + (xs[1] != -1) + 0.5 * (c == "q") + 0.1 * o
-
     for seed, keep in itertools.product((0, 4, 5), (True, False)):
         sampler = GeneticSampler(seed=seed, pool_size=8)
         sampler._ls_avoid_repeats = keep  # False: local moves predicted to repeat are proposed too
         study = optuna.create_study(sampler=sampler)
-        study.optimize(objective, n_trials=60)
+        study.optimize(_switched_objective, n_trials=60)
         assert len({tuple(sorted(t.params.items())) for t in study.trials}) == len(study.trials)
         for t in study.trials[8:]:
             plan = json.loads(t.system_attrs["GeneticSampler:key"])

@@ -1169,6 +1169,9 @@ class GeneticSampler(BaseGASampler):
         else:  # the neighbourhood as made: its keys are made once too
             keys = self._kept_keys(kept)
         new = self._kept_unseen(kept, keys, taken) if as_made else _unseen(keys, taken, set())
+        if new and self._binaries.active:  # as the compile objective will run them (see _plan)
+            as_run = _keys(self._binaries.project(cands[new]))
+            new = [i for i, k in zip(new, as_run, strict=True) if k not in taken]
         done = 1.0 - len(new) / len(cands) if len(cands) else 1.0
         if not new:
             return cands[:0], done
