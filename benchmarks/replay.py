@@ -672,8 +672,8 @@ def _window_table(groups: dict[tuple, list[dict]], ref_name: str = "nsga2") -> l
     return lines
 
 
-def _collected(collect: bool) -> bool:
-    """With ``collect``, a full garbage collection now, outside the timed steps; True.
+def _collect(collect: bool) -> None:
+    """With ``collect``, a full garbage collection now, outside the timed steps.
 
     The studies of a round share one heap, and a full (oldest-generation) collection walks all of
     it, charged to whichever study's trial triggers it, the largest noise in the per-round ratios
@@ -681,7 +681,6 @@ def _collected(collect: bool) -> bool:
     allocations fill, are still collected (and timed) during its turn."""
     if collect:
         gc.collect()
-    return True
 
 
 def cmd_timing(args: argparse.Namespace) -> None:
@@ -699,12 +698,17 @@ def cmd_timing(args: argparse.Namespace) -> None:
                 active = list(runs.values())
                 for start in range(0, n, args.interleave):
                     block = min(args.interleave, n - start)
-                    active = [run for run in active if _collected(args.collect) and run.steps(block)]
+                    going = []
+                    for run in active:
+                        _collect(args.collect)
+                        if run.steps(block):
+                            going.append(run)
+                    active = going
             else:
                 runs = {}
                 for name in names:
                     runs[name] = _Run(space, build_sampler(name, rep))
-                    _collected(args.collect)
+                    _collect(args.collect)
                     runs[name].steps(n)
             for name, run in runs.items():
                 rec = {
