@@ -257,7 +257,8 @@ def cmd_replay(args: argparse.Namespace) -> None:
         variants = args.variants.split(",")
         runs = {}
         for variant in ["unaware", *[v for v in variants if v != "unaware"]]:
-            runs[variant] = [replay_one(land, variant, seed, max(BUDGETS)) for seed in range(args.seeds)]
+            seeds = range(args.seed0, args.seed0 + args.seeds)
+            runs[variant] = [replay_one(land, variant, seed, max(BUDGETS)) for seed in seeds]
             print(f"  {variant}: done", file=sys.stderr, flush=True)
         for variant in variants:
             rows.append((kernel, variant, summarize(land, runs[variant], runs["unaware"])))
@@ -273,7 +274,7 @@ def cmd_replay(args: argparse.Namespace) -> None:
     for kernel, variant, s in rows:
         best = " / ".join(f"{s[b]['best_median']:g}" for b in BUDGETS)
         at = " / ".join(f"{s[b]['at_optimum']:.2f}" for b in BUDGETS)
-        sk = " / ".join(f"{100 * s[b]['skipped']:.0f}%" for b in BUDGETS)
+        sk = " / ".join(f"{100 * s[b]['skipped']:.1f}%" for b in BUDGETS)
         print(
             f"| {kernel} ({OBJECTIVE[kernel]}; {s['optimum']:g}) | {variant} | {s['seeds']} | {best} | {at} | {sk} "
             f"| {s[b3]['distinct']:.1f} | {s['compiles_to_optimum_median']:g}; {s['reached']}/{s['seeds']} "
@@ -292,6 +293,7 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--kernels", default=",".join(KERNELS))
     r.add_argument("--variants", default=",".join(VARIANTS))
     r.add_argument("--seeds", type=int, default=20)
+    r.add_argument("--seed0", type=int, default=0, help="the first seed (seeds seed0 .. seed0 + seeds - 1)")
     args = ap.parse_args(argv)
     if getattr(args, "jobs", 1) > 2:
         sys.exit("error: at most 2 parallel jobs on this shared machine")
